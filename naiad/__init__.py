@@ -1,0 +1,26 @@
+"""Naiad: a compiler for the Triton kernel language in which every hardware backend is a plugin.
+
+``import naiad`` stays cheap: it imports no backend and none of the compiler's dependencies
+(llvmlite, xdsl, numpy); those load on first use.
+"""
+
+from naiad import knobs
+from naiad.backends import plugin_dirs as _plugin_dirs
+from naiad.backends.selection import set_backend
+
+__version__ = "0.1.0"
+
+_plugin_dirs.install_finder()
+
+
+def cdiv(x, y):
+    """Ceiling division, as ``triton.cdiv``: the number of blocks of size y covering x."""
+    return (x + y - 1) // y
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1), as ``triton.next_power_of_2``."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+__all__ = ["__version__", "cdiv", "knobs", "next_power_of_2", "set_backend"]

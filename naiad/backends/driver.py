@@ -1,0 +1,114 @@
+"""The driver half of the backend contract: devices, streams, loading binaries, launching.
+
+Exactly one concrete subclass of `DriverBase` lives in a backend's ``driver`` module.  The core
+instantiates it with no arguments, once per process, the first time the backend is chosen.
+
+Triton's drivers need torch (``GPUDriver`` binds torch.cuda) and a C compiler (their launcher is
+generated C).  Here nothing in the contract needs either: device and stream queries are methods
+the driver implements however it likes (ctypes, a vendor's Python bindings), and torch appears
+only in `DriverBase.get_active_torch_device`, which may return None.
+"""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+from naiad.backends.compiler import GPUTarget
+
+
+class Benchmarker(Protocol):
+    """Times a callable: ``bench(kernel_call, quantiles=[0.5, 0.2, 0.8]) -> [ms, ...]``."""
+
+    def __call__(self, kernel_call: Callable[[], Any], *, quantiles: Sequence[float],
+                 **kwargs: Any) -> Sequence[float]: ...
+
+
+class Launcher(Protocol):
+    """What `DriverBase.make_launcher` returns; called once per launch.
+
+    ``launcher(grid_x, grid_y, grid_z, stream, function, packed_metadata, launch_metadata,
+    enter_hook, exit_hook, *kernel_args)``: Triton's calling convention.  ``kernel_args`` still
+    contain the constexpr arguments; the launcher drops them.
+    """
+
+    def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
+                 packed_metadata: tuple, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
+                 *kernel_args: Any) -> None: ...
+
+
+class DriverBase(metaclass=ABCMeta):
+    """A backend's runtime.
+
+    Selection (`naiad.backends.selection`) asks `is_active` and `device_types`; the JIT asks
+    `get_current_target`, `get_current_device` and `get_current_stream` at every launch; the
+    loader calls `load_binary` once per compiled kernel and `make_launcher` once per kernel;
+    the autotuner and ``naiad.testing.do_bench`` call `get_benchmarker`.
+    """
+
+    #: The memory kinds whose arrays this driver launches on, named as torch names device
+    #: types: ("cpu",) for host memory, ("cuda",) for NVIDIA device memory.  When no backend is
+    #: named, the device of a kernel's array arguments picks the backend that lists it.  Required.
+    device_types: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    @abstractmethod
+    def is_active(cls) -> bool:
+        """True if this driver can run kernels on this machine now.
+
+        Called for every discovered backend when a backend is chosen and by ``naiad backends``:
+        keep it cheap.  An exception counts as False and is shown as the reason.
+        """
+
+    @classmethod
+    def why_inactive(cls) -> str:
+        """One line for people saying why `is_active` is False (e.g. "libcuda.so.1 not found")."""
+        return "its is_active() returned False"
+
+    @abstractmethod
+    def get_current_target(self) -> GPUTarget:
+        """The target of the current device: the default target of ``compile()`` and the JIT."""
+
+    @abstractmethod
+    def get_current_device(self) -> int:
+        """Index of the current device (0 for a driver with one device)."""
+
+    @abstractmethod
+    def set_current_device(self, device: int) -> None:
+        """Make ``device`` current for this thread."""
+
+    @abstractmethod
+    def get_current_stream(self, device: int | None = None) -> int:
+        """The raw handle of the stream kernels launch on (0 where there are no streams)."""
+
+    @abstractmethod
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        """The C type of a Triton type string ("i32", "*fp16", "fp32") for ahead-of-time headers."""
+
+    @abstractmethod
+    def get_benchmarker(self) -> Benchmarker:
+        """The callable that times kernels for the autotuner and ``do_bench``."""
+
+    @abstractmethod
+    def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
+        """Load a compiled kernel: ``(module, function, n_regs, n_spills, n_max_threads)``.
+
+        ``binary`` is the output of the backend's `binary_ext` stage.  Raise
+        ``naiad.errors.NaiadError`` subclasses with a clear message when resources run out.
+        """
+
+    @abstractmethod
+    def unload_module(self, module: Any) -> None:
+        """Release what `load_binary` loaded."""
+
+    @abstractmethod
+    def make_launcher(self, signature: dict[str, str], metadata: Any) -> Launcher:
+        """A launcher for kernels of this signature (name -> Triton type string)."""
+
+    @abstractmethod
+    def get_device_properties(self, device: int) -> dict[str, Any]:
+        """At least ``max_shared_mem`` (bytes; 0 where there is no shared memory) and ``multiprocessor_count``."""
+
+    def get_active_torch_device(self) -> Any:
+        """The ``torch.device`` user code should allocate on, or None when torch has no such device."""
+        return None

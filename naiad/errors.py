@@ -1,0 +1,34 @@
+"""Exception types that Naiad raises on purpose.
+
+Every error a user can cause derives from `NaiadError`, so a caller can catch Naiad's
+complaints without also catching bugs.  Each message names what went wrong and what to do;
+the classes only sort them.
+"""
+
+
+class NaiadError(Exception):
+    """Base class of every error Naiad raises deliberately."""
+
+
+class KnobError(NaiadError, ValueError):
+    """An environment variable or knob holds a value of the wrong kind."""
+
+
+class BackendLoadError(NaiadError):
+    """A backend could not be loaded; the message says why and how to fix it."""
+
+
+class BackendSelectionError(NaiadError, RuntimeError):
+    """No backend, or more than one, fits the request; the message lists every candidate.
+
+    Derives from RuntimeError because Triton raises RuntimeError for driver selection and
+    code written for Triton catches that.
+    """
+
+
+class BackendAPIVersionError(BackendLoadError):
+    """A backend was written for a backend-API version this Naiad does not speak."""
+
+
+class NaiadWarning(UserWarning):
+    """Something is off but Naiad carries on (a shadowed backend, a broken plugin)."""

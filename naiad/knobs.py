@@ -1,0 +1,183 @@
+"""Every ``NAIAD_*`` environment variable, in one place, readable and overridable from code.
+
+A knob is a class attribute of a group (``naiad.knobs.backends.plugin_dirs``).  Reading it
+returns, in order: a value assigned from code, else the environment variable parsed to the
+knob's type, else the default.  The environment is read at each access, so a test or a
+process that sets ``os.environ`` later is still obeyed.  Assigning overrides the variable for
+this process; ``del`` (or ``group.reset()``) drops the override.  ``scope()`` restores every
+override on exit, which is what tests want.
+
+``docs/ENVIRONMENT.md`` lists the same variables for people; ``tests/test_knobs.py`` checks
+that the two agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable, Iterator
+
+from naiad.errors import KnobError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parse_bool(env: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise KnobError(
+        f"{env}={raw!r} is not a boolean: set it to 1/0, true/false, yes/no or on/off, or unset it"
+    )
+
+
+def _parse_int(env: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise KnobError(f"{env}={raw!r} is not an integer: set it to a whole number, or unset it") from None
+
+
+def _parse_str(env: str, raw: str) -> str:
+    return raw
+
+
+def _parse_list(env: str, raw: str) -> list[str]:
+    # Semicolons, as Triton's TRITON_PLUGIN_DIRS: Windows paths contain colons.
+    return [part.strip() for part in raw.split(";") if part.strip()]
+
+
+class Knob:
+    """A descriptor binding one environment variable to a typed, overridable value."""
+
+    def __init__(self, env: str, default: Any, parse: Callable[[str, str], Any], doc: str):
+        self.env = env
+        self.default = default
+        self.parse = parse
+        self.doc = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, group: "KnobGroup | None", owner: type) -> Any:
+        if group is None:
+            return self
+        if self.name in group._overrides:
+            return group._overrides[self.name]
+        raw = os.environ.get(self.env)
+        if raw is None or raw == "":
+            return self.default() if callable(self.default) else self.default
+        return self.parse(self.env, raw)
+
+    def __set__(self, group: "KnobGroup", value: Any) -> None:
+        group._overrides[self.name] = value
+
+    def __delete__(self, group: "KnobGroup") -> None:
+        group._overrides.pop(self.name, None)
+
+
+def env_bool(env: str, default: bool, doc: str) -> Any:
+    return Knob(env, default, _parse_bool, doc)
+
+
+def env_int(env: str, default: int | None, doc: str) -> Any:
+    return Knob(env, default, _parse_int, doc)
+
+
+def env_str(env: str, default: str | None, doc: str) -> Any:
+    return Knob(env, default, _parse_str, doc)
+
+
+def env_list(env: str, doc: str) -> Any:
+    return Knob(env, list, _parse_list, doc)
+
+
+class KnobGroup:
+    """A named set of knobs; subclasses declare knobs as class attributes."""
+
+    def __init__(self) -> None:
+        self._overrides: dict[str, Any] = {}
+
+    @classmethod
+    def knob_descriptors(cls) -> dict[str, Knob]:
+        return {name: k for klass in reversed(cls.__mro__) for name, k in vars(klass).items()
+                if isinstance(k, Knob)}
+
+    def values(self) -> dict[str, Any]:
+        """The current value of every knob in the group."""
+        return {name: getattr(self, name) for name in self.knob_descriptors()}
+
+    def reset(self) -> None:
+        """Drop every override made from code; the environment rules again."""
+        self._overrides.clear()
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator["KnobGroup"]:
+        """Restore this group's overrides, as they were, on exit."""
+        saved = dict(self._overrides)
+        try:
+            yield self
+        finally:
+            self._overrides = saved
+
+
+class BackendKnobs(KnobGroup):
+    """How backends are found and chosen."""
+
+    in_tree = env_bool(
+        "NAIAD_BACKENDS_IN_TREE", False,
+        "1: skip the entry-point scan and load only the backends shipped inside naiad/backends/.")
+    plugin_dirs = env_list(
+        "NAIAD_PLUGIN_DIRS",
+        "';'-separated directories, each an out-of-tree backend (backend/name.conf, "
+        "backend/compiler.py, backend/driver.py, optional language/ and tools/).")
+    default = env_str(
+        "NAIAD_DEFAULT_BACKEND", None,
+        "Name of the backend to use for every launch, whatever the arguments' device.")
+
+
+backends = BackendKnobs()
+
+#: Every group, by the attribute name it has on this module.
+groups: dict[str, KnobGroup] = {"backends": backends}
+
+
+def all_knobs() -> dict[str, Knob]:
+    """``"group.name"`` -> descriptor, for every knob Naiad defines."""
+    return {f"{g}.{n}": k for g, group in groups.items() for n, k in group.knob_descriptors().items()}
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """Restore every group's overrides on exit: ``with naiad.knobs.scope(): ...``."""
+    with contextlib.ExitStack() as stack:
+        for group in groups.values():
+            stack.enter_context(group.scope())
+        yield
+
+
+def env_value(env: str) -> str | None:
+    """The effective text of an environment variable, honouring overrides of the knob bound to it.
+
+    The cache key reads backend-declared variables through this, so a knob assigned from code
+    invalidates the cache exactly as the variable would.
+    """
+    for group in groups.values():
+        for name, knob in group.knob_descriptors().items():
+            if knob.env == env and name in group._overrides:
+                return _as_env_text(group._overrides[name])
+    return os.environ.get(env)
+
+
+def _as_env_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (list, tuple)):
+        return ";".join(map(str, value))
+    return str(value)

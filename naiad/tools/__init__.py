@@ -1,0 +1,1 @@
+"""Naiad's command line (``naiad ...`` / ``python -m naiad ...``) and per-backend tools."""

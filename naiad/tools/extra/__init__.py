@@ -1,0 +1,1 @@
+"""Per-backend tools: ``naiad.tools.extra.<backend name>`` is a plugin directory's ``tools/``."""
