@@ -140,10 +140,20 @@ class BackendKnobs(KnobGroup):
         "Name of the backend to use for every launch, whatever the arguments' device.")
 
 
+class CompilationKnobs(KnobGroup):
+    """How kernels are compiled."""
+
+    frontend_debug = env_bool(
+        "NAIAD_FRONTEND_DEBUG", False,
+        "1: let exceptions inside the code generator propagate with Naiad's own frames, instead "
+        "of turning them into a CompilationError that shows only the kernel's source line.")
+
+
 backends = BackendKnobs()
+compilation = CompilationKnobs()
 
 #: Every group, by the attribute name it has on this module.
-groups: dict[str, KnobGroup] = {"backends": backends}
+groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation}
 
 
 def all_knobs() -> dict[str, Knob]:

@@ -123,9 +123,9 @@ def _concrete_class(module: ModuleType, base: type, package: str, what: str) -> 
     Triton counts every concrete subclass visible in the module, so importing another backend's
     class breaks discovery; counting only classes defined in the backend's package avoids that.
     """
-    own = [obj for obj in vars(module).values()
-           if inspect.isclass(obj) and issubclass(obj, base) and obj is not base
-           and (obj.__module__ == package or obj.__module__.startswith(package + "."))]
+    own = list({id(obj): obj for obj in vars(module).values()
+                if inspect.isclass(obj) and issubclass(obj, base) and obj is not base
+                and (obj.__module__ == package or obj.__module__.startswith(package + "."))}.values())
     concrete = [c for c in own if not inspect.isabstract(c)]
     if len(concrete) == 1:
         return concrete[0]
@@ -147,7 +147,7 @@ def _import(module_name: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        if e.name is not None and module_name.startswith(e.name):
+        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
             raise BackendLoadError(
                 f"module {module_name} not found -- fix: the package must contain "
                 f"compiler.py and driver.py (is the distribution installed and the entry point right?)"

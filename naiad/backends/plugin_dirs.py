@@ -33,9 +33,15 @@ PACKAGE_DIRS = {
 }
 
 
-#: Names a plugin cannot take: the contract's own modules in naiad/backends/.
-RESERVED_NAMES = frozenset(
+#: The contract's own modules in naiad/backends/: no plugin may take their names.
+_CONTRACT_MODULES = frozenset(
     entry[:-3] for entry in os.listdir(os.path.dirname(__file__)) if entry.endswith(".py"))
+
+
+def reserved_names() -> frozenset[str]:
+    """Names a plugin cannot take: the contract's modules and what ``naiad.backends`` exports."""
+    package = sys.modules.get("naiad.backends")
+    return _CONTRACT_MODULES | frozenset(getattr(package, "__all__", ()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +79,7 @@ def read_name(root: str) -> tuple[str | None, list[tuple[str, str]]]:
         return None, [(f"{conf} cannot be read: {e}", "make it a readable UTF-8 text file")]
     if not name:
         return None, [(f"{conf} is empty", "write the backend's name into it, e.g. 'mybackend'")]
-    if name in RESERVED_NAMES:
+    if name in reserved_names():
         return None, [(f"{conf} names {name!r}, which is a module of naiad.backends itself",
                        "choose another name")]
     if not name.isidentifier() or name.startswith("_"):
@@ -137,6 +143,7 @@ class PluginFinder(importlib.abc.MetaPathFinder):
         key = tuple(configured_dirs())
         with self._lock:
             if key != self._key:
+                previous = self._mounts
                 self._scan, self._mounts = [], {}
                 for root in key:
                     try:
@@ -147,6 +154,7 @@ class PluginFinder(importlib.abc.MetaPathFinder):
                     self._scan.append(plugin)
                     self.mount(plugin)
                 self._key = key
+                _forget_modules(p for p, d in previous.items() if self._mounts.get(p) != d)
             return list(self._scan)
 
     def mount(self, plugin: PluginDir) -> None:
@@ -161,8 +169,9 @@ class PluginFinder(importlib.abc.MetaPathFinder):
         return self._mounts.get(package)
 
     def reset(self) -> None:
+        """Re-read the directories at the next scan; packages whose directory changed are dropped then."""
         with self._lock:
-            self._key, self._scan, self._mounts = None, [], {}
+            self._key, self._scan = None, []
 
     def find_spec(self, fullname, path=None, target=None):
         if not any(fullname.startswith(prefix) and "." not in fullname[len(prefix):]
@@ -179,6 +188,16 @@ class PluginFinder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.ModuleSpec(fullname, _PackageLoader(), is_package=True)
         spec.submodule_search_locations = [directory]
         return spec
+
+
+def _forget_modules(packages) -> None:
+    """Drop imported plugin packages whose directory is no longer mounted, so the new one loads."""
+    for package in list(packages):
+        for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+            del sys.modules[name]
+        parent, _, child = package.rpartition(".")
+        if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+            delattr(sys.modules[parent], child)
 
 
 finder = PluginFinder()

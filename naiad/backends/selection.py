@@ -98,9 +98,12 @@ def is_active(backend: Backend) -> tuple[bool, str]:
     try:
         if backend.driver.is_active():
             return True, ""
-        return False, backend.driver.why_inactive()
     except Exception as e:
         return False, f"is_active() raised {type(e).__name__}: {e}"
+    try:
+        return False, backend.driver.why_inactive()
+    except Exception as e:
+        return False, f"inactive (why_inactive() raised {type(e).__name__}: {e})"
 
 
 def describe_backends() -> list[str]:

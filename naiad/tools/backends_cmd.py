@@ -96,6 +96,7 @@ def list_backends(write: Callable[[str], None]) -> int:
 def check_plugin_dir(root: str) -> tuple[list[str], list[tuple[str, str]]]:
     """Validate a plugin directory as discovery would load it: (facts found, (problem, fix) pairs)."""
     facts: list[str] = []
+    plugin_dirs.finder.scan()   # the configured directories first, so mounting below sticks
     try:
         plugin = plugin_dirs.read(root)
     except plugin_dirs.PluginDirError as e:
