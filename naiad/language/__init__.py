@@ -1,5 +1,27 @@
-"""The kernel language (``import naiad.language as tl``).
+"""The kernel language: ``import naiad.language as tl``, the same surface as ``triton.language``.
 
-Backend-specific libraries live under `naiad.language.extra`: ``naiad.language.extra.<name>``
-is the ``language/`` directory of the backend called <name>.
+Values and builtins live in `naiad.language.core`, element-wise math in `naiad.language.math`,
+the functions written in the language itself (reductions, softmax, sort) in
+`naiad.language.standard`.  Backend-specific libraries are ``naiad.language.extra.<backend>``.
+Importing this package does not import the compiler (xDSL, llvmlite).
 """
+
+from naiad.language import math
+from naiad.language.core import *  # noqa: F401,F403
+from naiad.language.core import (PropagateNan, TRITON_MAX_TENSOR_NUMEL, advance, arange,
+                                 associative_scan, assume, atomic_add, atomic_and, atomic_cas,
+                                 atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor,
+                                 broadcast, broadcast_to, builtin, cast, cat, clamp, constexpr,
+                                 debug_barrier, device_assert, device_print, dot, dot_scaled, dtype,
+                                 expand_dims, full, full_like, get_int_dtype,
+                                 inline_asm_elementwise, interleave, join, load, logical_and,
+                                 logical_or, make_block_ptr, make_tensor_descriptor, max_constancy,
+                                 max_contiguous, maximum, minimum, multiple_of, num_programs,
+                                 permute, program_id, range, reduce, reshape, split, static_assert,
+                                 static_print, static_range, store, tensor, trans, view, where,
+                                 zeros, zeros_like)
+from naiad.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log,
+                                 log2, rsqrt, sin, sqrt, sqrt_rn, umulhi)
+from naiad.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, flip, max, min, ravel,
+                                     reduce_or, sigmoid, softmax, sort, sum, swizzle2d, xor_sum)
+from naiad.runtime.jit import constexpr_function

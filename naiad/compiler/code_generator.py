@@ -1,0 +1,695 @@
+"""Python AST -> TTIR.
+
+One `CodeGenerator` walks one function's AST for one specialization.  Values in its scope are:
+
+- `naiad.language.core.tensor`: a runtime value (scalar or block) backed by an SSA value;
+- `naiad.language.core.constexpr`: a compile-time value;
+- any other Python object reachable from the kernel (modules, dtypes, ``@jit`` functions,
+  builtins, tuples of values).
+
+Control flow with a compile-time condition is resolved here (only one branch is generated);
+with a runtime condition it becomes ``scf.if`` / ``scf.for`` / ``scf.while`` whose results carry
+the variables the body assigns.  Calls to other ``@jit`` functions become ``tt.call`` of a
+function generated for that specialization; the shared inliner pass inlines them later unless
+they are ``noinline``.
+
+Every user error is raised as `CompilationError` with the position of the innermost AST node
+being generated.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from typing import Any
+
+from naiad import knobs
+from naiad.compiler.errors import (CompilationError, CompileTimeAssertionFailure,
+                                   UnsupportedLanguageConstruct)
+from naiad.language import core
+from naiad.language.core import constexpr, tensor
+from naiad.runtime.jit import JITFunction
+
+_BINARY_METHODS = {
+    ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__",
+    ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__", ast.Pow: "__pow__",
+    ast.LShift: "__lshift__", ast.RShift: "__rshift__", ast.BitAnd: "__and__",
+    ast.BitOr: "__or__", ast.BitXor: "__xor__", ast.MatMult: "__matmul__",
+}
+_COMPARE_METHODS = {
+    ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__",
+    ast.Gt: "__gt__", ast.GtE: "__ge__",
+}
+_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
+              "__truediv__": "__rtruediv__", "__floordiv__": "__rfloordiv__",
+              "__mod__": "__rmod__", "__pow__": "__rpow__", "__lshift__": "__rlshift__",
+              "__rshift__": "__rrshift__", "__and__": "__rand__", "__or__": "__ror__",
+              "__xor__": "__rxor__", "__matmul__": "__rmatmul__", "__eq__": "__eq__",
+              "__ne__": "__ne__", "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__",
+              "__ge__": "__le__"}
+_UNARY_METHODS = {ast.USub: "__neg__", ast.UAdd: "__pos__", ast.Invert: "__invert__",
+                  ast.Not: "__not__"}
+
+#: Python builtins a kernel may call; each is evaluated at compile time on constexprs.
+_PYTHON_BUILTINS = {len, isinstance, getattr, hasattr, int, float, bool, str, abs, min, max,
+                    zip, enumerate, tuple, list, repr, type, print, range}
+
+_UNSUPPORTED = {
+    ast.Lambda: "lambda expressions", ast.Try: "try/except", ast.With: "'with' blocks",
+    ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
+    ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions",
+    ast.Break: "'break'", ast.Continue: "'continue'", ast.Global: "'global'",
+    ast.Nonlocal: "'nonlocal'", ast.ClassDef: "class definitions", ast.Delete: "'del'",
+    ast.Raise: "'raise'", ast.Yield: "'yield'", ast.YieldFrom: "'yield from'",
+    ast.AsyncFunctionDef: "async functions", ast.Await: "'await'", ast.Dict: "dict literals",
+    ast.Set: "set literals", ast.Import: "imports", ast.ImportFrom: "imports",
+    ast.NamedExpr: "':=' expressions",
+}
+
+
+class _ReturnSignal(Exception):
+    """Raised after a ``return`` at the top level of a function body: stop generating."""
+
+
+def _unwrap(value: Any) -> Any:
+    return value.value if isinstance(value, constexpr) else value
+
+
+def _is_runtime(value: Any) -> bool:
+    return isinstance(value, tensor)
+
+
+class CodeGenerator(ast.NodeVisitor):
+    """Generates one ``tt.func`` for one specialization of one ``@jit`` function."""
+
+    def __init__(self, fn: JITFunction, arg_types: list[Any], constants: dict[int, Any],
+                 attrs: dict[int, list], module: "ModuleContext", *, is_kernel: bool,
+                 name: str):
+        self.fn = fn
+        self.arg_types = arg_types
+        self.constants = constants
+        self.attrs = attrs
+        self.module = module
+        self.semantic = module.semantic
+        self.builder = module.semantic.builder
+        self.is_kernel = is_kernel
+        self.name = name
+        self.lscope: dict[str, Any] = {}
+        self.return_values: list[Any] | None = None
+        self.func_op: Any = None
+        self._node: ast.AST | None = None
+
+    # -- errors ---------------------------------------------------------------------------
+    def error(self, message: str, node: ast.AST | None = None,
+              cls: type[CompilationError] = CompilationError) -> CompilationError:
+        return cls(self.fn.__name__, self.fn.filename, self.fn.src, node or self._node, message,
+                   line_offset=self.fn.starting_line_number - 1)
+
+    # -- entry point ------------------------------------------------------------------------
+    def generate(self) -> Any:
+        tree = self.fn.parse()
+        self.module.generators.append(self)
+        try:
+            with core.semantic_scope(self.semantic):
+                self.visit(tree.body[0])
+        finally:
+            self.module.generators.pop()
+        return self.func_op
+
+    def visit(self, node: ast.AST) -> Any:
+        if type(node) in _UNSUPPORTED:
+            raise self.error(f"{_UNSUPPORTED[type(node)]} are not supported inside kernels -- "
+                             f"fix: rewrite this without them", node, UnsupportedLanguageConstruct)
+        outer = self._node
+        self._node = node
+        if hasattr(node, "lineno"):
+            self.builder.set_loc(self.fn.filename, node.lineno + self.fn.starting_line_number - 1,
+                                 node.col_offset + 1)
+        try:
+            return super().visit(node)
+        except (CompilationError, _ReturnSignal):
+            raise
+        except core.StaticAssertionError as e:
+            raise self.error(str(e), node, CompileTimeAssertionFailure) from None
+        except Exception as e:
+            if knobs.compilation.frontend_debug:
+                raise
+            raise self.error(_describe(e), node) from None
+        finally:
+            self._node = outer
+
+    def generic_visit(self, node: ast.AST) -> Any:
+        raise self.error(f"unsupported Python syntax: {type(node).__name__} -- fix: kernels accept "
+                         f"a subset of Python (see the Triton language reference)", node,
+                         UnsupportedLanguageConstruct)
+
+    # -- scopes ---------------------------------------------------------------------------------
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.lscope:
+            return self.lscope[name]
+        if name in self.fn.__globals__:
+            return self.global_value(name, self.fn.__globals__[name], node)
+        if hasattr(builtins, name):
+            value = getattr(builtins, name)
+            if value in _PYTHON_BUILTINS:
+                return value
+            raise self.error(f"the Python builtin {name!r} cannot be used inside a kernel", node)
+        raise self.error(f"name {name!r} is not defined -- fix: define it before use, or pass it "
+                         f"as an argument (a global must be a tl.constexpr)", node)
+
+    def global_value(self, name: str, value: Any, node: ast.AST) -> Any:
+        value = self.module.map_module(value)
+        if isinstance(value, (constexpr, JITFunction, core.dtype)) or callable(value) \
+                or _is_module(value) or value is None:
+            return value
+        if isinstance(value, tuple) and all(isinstance(v, (constexpr, int, float, bool)) for v in value):
+            return value
+        raise self.error(
+            f"global variable {name!r} is a {type(value).__name__}; kernels can only read globals "
+            f"declared as constexpr -- fix: write `{name} = tl.constexpr({value!r})` at module level, "
+            f"or pass it as an argument", node)
+
+    # -- function -------------------------------------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if self.func_op is not None:
+            raise self.error("nested function definitions are not supported inside kernels -- fix: "
+                             "define it at module level with @naiad.jit", node,
+                             UnsupportedLanguageConstruct)
+        params = self.fn.params
+        runtime_types, runtime_attrs = [], []
+        for p in params:
+            if p.num in self.constants:
+                continue
+            runtime_types.append(self.arg_types[p.num])
+            runtime_attrs.append(self.attrs.get(p.num, []))
+        self.func_op, block = self.builder.create_function(
+            self.name, [self.semantic.ir_type(t) for t in runtime_types], runtime_attrs,
+            public=self.is_kernel, noinline=self.fn.noinline)
+        args = iter(block.args)
+        for p in params:
+            if p.num in self.constants:
+                self.lscope[p.name] = constexpr(self.constants[p.num])
+            else:
+                self.lscope[p.name] = tensor(next(args), self.arg_types[p.num])
+        with self.builder.at_end(block):
+            try:
+                self.visit_body(node.body)
+            except _ReturnSignal:
+                pass
+            if self.return_values is None:
+                self.return_values = []
+                self.builder.ret([])
+
+    def visit_body(self, statements: list[ast.stmt]) -> None:
+        for i, stmt in enumerate(statements):
+            if isinstance(stmt, ast.Return) and i != len(statements) - 1:
+                raise self.error("code after 'return' is unreachable -- fix: remove it", statements[i + 1])
+            self.visit(stmt)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        value = self.visit(node.value) if node.value is not None else None
+        values = list(value) if isinstance(value, tuple) else ([] if value is None else [value])
+        runtime = [self.materialize(v, node) for v in values]
+        if self.builder.block_depth() != 0:
+            raise self.error("'return' inside a runtime if/for/while is not supported -- fix: "
+                             "assign the result to a variable and return once at the end", node)
+        if self.is_kernel and runtime:
+            raise self.error("a kernel cannot return a value -- fix: store results through a "
+                             "pointer argument", node)
+        self.return_values = runtime
+        self.builder.ret([v.handle for v in runtime])
+        raise _ReturnSignal()
+
+    def materialize(self, value: Any, node: ast.AST) -> tensor:
+        if isinstance(value, tensor):
+            return value
+        try:
+            return self.semantic.to_tensor(_unwrap(value))
+        except TypeError:
+            raise self.error(f"cannot turn {value!r} into a runtime value", node) from None
+
+    # -- statements ---------------------------------------------------------------------------
+    def visit_Expr(self, node: ast.Expr) -> None:
+        self.visit(node.value)
+
+    def visit_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        annotation = self.visit(node.annotation)
+        if node.value is None:
+            raise self.error("a declaration needs a value -- fix: write `x: tl.constexpr = 4`", node)
+        value = self.visit(node.value)
+        if annotation is constexpr:
+            if isinstance(value, tensor):
+                raise self.error(f"{ast.unparse(node.target)} is declared tl.constexpr but its "
+                                 f"value is only known at run time", node)
+            self.lscope[node.target.id] = constexpr(_unwrap(value))
+            return
+        self.assign(node.target, value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        current = self.visit(node.target if not isinstance(node.target, ast.Name)
+                             else ast.copy_location(ast.Name(node.target.id, ast.Load()), node))
+        value = self.binary(_BINARY_METHODS[type(node.op)], current, self.visit(node.value), node)
+        self.assign(node.target, value)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            value = _unwrap(value)
+            if value is not None and isinstance(value, (int, float, bool)) and \
+                    not isinstance(value, core.dtype):
+                value = self.semantic.to_tensor(value)
+            self.lscope[target.id] = value
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            values = _unwrap(value)
+            if not isinstance(values, (tuple, list)) or len(values) != len(target.elts):
+                raise self.error(f"cannot unpack {_describe_value(value)} into "
+                                 f"{len(target.elts)} names", target)
+            for t, v in zip(target.elts, values):
+                self.assign(t, v)
+            return
+        raise self.error(f"cannot assign to {ast.unparse(target)} -- fix: assign to a plain name "
+                         f"(tensors are immutable; use tl.where to change elements)", target)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        message = "" if node.msg is None else _unwrap(self.visit(node.msg))
+        core.device_assert(self.visit(node.test), str(message))
+
+    # -- if -------------------------------------------------------------------------------------
+    def visit_If(self, node: ast.If) -> None:
+        cond = self.visit(node.test)
+        if not _is_runtime(cond):
+            branch = node.body if _unwrap(cond) else node.orelse
+            self.visit_body(branch)
+            return
+        self.runtime_if(cond, node)
+
+    def runtime_if(self, cond: tensor, node: ast.If) -> None:
+        cond = self.semantic.to_condition(cond)
+        before = dict(self.lscope)
+        then_scope, then_ops = self.generate_branch(node.body, before)
+        else_scope, else_ops = self.generate_branch(node.orelse, before)
+        names = [n for n in then_scope if n in else_scope and _is_runtime(then_scope[n])
+                 and _is_runtime(else_scope[n])
+                 and (then_scope[n] is not before.get(n) or else_scope[n] is not before.get(n))]
+        for n in names:
+            if then_scope[n].type != else_scope[n].type:
+                raise self.error(f"{n!r} has type {then_scope[n].type} in the 'if' branch but "
+                                 f"{else_scope[n].type} in the 'else' branch -- fix: cast one with "
+                                 f".to(...) so both branches agree", node)
+        results = self.builder.create_if(
+            cond.handle, [self.semantic.ir_type(then_scope[n].type) for n in names],
+            then_ops, [then_scope[n].handle for n in names],
+            else_ops, [else_scope[n].handle for n in names])
+        self.lscope = before
+        for n, handle in zip(names, results):
+            self.lscope[n] = tensor(handle, then_scope[n].type)
+
+    def generate_branch(self, body: list[ast.stmt], before: dict) -> tuple[dict, Any]:
+        """Generate ``body`` into a detached block; return the scope after it and the block."""
+        self.lscope = dict(before)
+        with self.builder.detached_block() as block:
+            self.visit_body(body)
+        return self.lscope, block
+
+    # -- loops ----------------------------------------------------------------------------------
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error("'for ... else' is not supported", node, UnsupportedLanguageConstruct)
+        iterator = self.visit(node.iter)
+        if isinstance(iterator, core.static_range):
+            for i in range(iterator.start, iterator.end, iterator.step):
+                self.lscope[_loop_var(self, node)] = constexpr(i)
+                self.visit_body(node.body)
+            return
+        if not isinstance(iterator, core.range):
+            raise self.error("kernels loop only over range(...), tl.range(...) or "
+                             "tl.static_range(...)", node.iter)
+        var = _loop_var(self, node)
+        bounds = [iterator.start, iterator.end, iterator.step]
+        if all(not _is_runtime(b) for b in bounds) and _unwrap(iterator.step) == 0:
+            raise self.error("range() step must not be zero", node.iter)
+        lb, ub, step = self.semantic.loop_bounds(*bounds)
+        self.loop(node, var, lb, ub, step, iterator)
+
+    def loop(self, node: ast.For, var: str, lb: tensor, ub: tensor, step: tensor,
+             iterator: Any) -> None:
+        before = dict(self.lscope)
+        carried = self.carried_names(node.body, before, loop_var=(var, lb.type))
+        init = [before[n] for n in carried]
+
+        def body(block_args):
+            self.lscope = dict(before)
+            self.lscope[var] = tensor(block_args[0], lb.type)
+            for n, arg in zip(carried, block_args[1:]):
+                self.lscope[n] = tensor(arg, before[n].type)
+            self.visit_body(node.body)
+            return [self.check_carried(n, before[n], node) for n in carried]
+
+        results = self.builder.create_for(lb.handle, ub.handle, step.handle,
+                                          [v.handle for v in init], body,
+                                          iterator.attributes())
+        self.lscope = before
+        for n, handle in zip(carried, results):
+            self.lscope[n] = tensor(handle, before[n].type)
+
+    def check_carried(self, name: str, initial: tensor, node: ast.AST) -> Any:
+        value = self.lscope.get(name)
+        if not _is_runtime(value):
+            value = self.materialize(value, node)
+        if value.type != initial.type:
+            raise self.error(f"loop-carried variable {name!r} starts as {initial.type} but is "
+                             f"re-assigned to {value.type} in the loop -- fix: keep its type the "
+                             f"same, e.g. initialize it with the loop's type", node)
+        return value.handle
+
+    def carried_names(self, body: list[ast.stmt], before: dict,
+                      loop_var: tuple[str, Any] | None = None) -> list[str]:
+        """Names that exist before the loop and that the body re-assigns (a dry run).
+
+        Constexpr values that the body changes are turned into runtime values first, as
+        Triton does, so that they can be carried.
+        """
+        saved = dict(before)
+        self.lscope = dict(before)
+        with self.builder.detached_block(discard=True) as block:
+            if loop_var is not None:
+                self.lscope[loop_var[0]] = tensor(self.builder.placeholder(
+                    self.semantic.ir_type(loop_var[1]), block), loop_var[1])
+            self.visit_body(body)
+        after = self.lscope
+        self.lscope = saved
+        names = []
+        for n, old in before.items():
+            new = after.get(n)
+            if new is old or (not _is_runtime(new) and not _is_runtime(old)):
+                continue
+            if not _is_runtime(old):
+                before[n] = self.materialize(old, body[0])
+            names.append(n)
+        return names
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error("'while ... else' is not supported", node, UnsupportedLanguageConstruct)
+        before = dict(self.lscope)
+        carried = self.carried_names(node.body, before)
+        init = [before[n] for n in carried]
+
+        def condition(block_args):
+            self.lscope = dict(before)
+            for n, arg in zip(carried, block_args):
+                self.lscope[n] = tensor(arg, before[n].type)
+            cond = self.visit(node.test)
+            if not _is_runtime(cond):
+                cond = self.semantic.to_tensor(bool(_unwrap(cond)))
+            return self.semantic.to_condition(cond).handle
+
+        def body(block_args):
+            self.lscope = dict(before)
+            for n, arg in zip(carried, block_args):
+                self.lscope[n] = tensor(arg, before[n].type)
+            self.visit_body(node.body)
+            return [self.check_carried(n, before[n], node) for n in carried]
+
+        results = self.builder.create_while([v.handle for v in init], condition, body)
+        self.lscope = before
+        for n, handle in zip(carried, results):
+            self.lscope[n] = tensor(handle, before[n].type)
+
+    # -- expressions ----------------------------------------------------------------------------
+    def visit_Constant(self, node: ast.Constant) -> Any:
+        return constexpr(node.value)
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def visit_Tuple(self, node: ast.Tuple) -> tuple:
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> constexpr:
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+                continue
+            inner = self.visit(value.value)
+            if _is_runtime(inner):
+                raise self.error("f-strings can only format compile-time values", value)
+            spec = "" if value.format_spec is None else _unwrap(self.visit(value.format_spec))
+            parts.append(format(_unwrap(inner), spec))
+        return constexpr("".join(parts))
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
+        return self.visit(node.value)
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binary(_BINARY_METHODS[type(node.op)], self.visit(node.left),
+                           self.visit(node.right), node)
+
+    def binary(self, method: str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if _is_runtime(lhs):
+            return getattr(lhs, method)(rhs)
+        if _is_runtime(rhs):
+            return getattr(rhs, _REFLECTED[method])(lhs)
+        return constexpr(_python_operator(method)(_unwrap(lhs), _unwrap(rhs)))
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        operand = self.visit(node.operand)
+        if _is_runtime(operand):
+            return getattr(operand, _UNARY_METHODS[type(node.op)])()
+        value = _unwrap(operand)
+        ops = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
+               ast.Not: operator.not_}
+        return constexpr(ops[type(node.op)](value))
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1:
+            raise self.error("chained comparisons (a < b < c) are not supported -- fix: write "
+                             "(a < b) & (b < c)", node)
+        lhs, rhs = self.visit(node.left), self.visit(node.comparators[0])
+        op = type(node.ops[0])
+        if op in (ast.Is, ast.IsNot, ast.In, ast.NotIn):
+            if _is_runtime(lhs) or _is_runtime(rhs):
+                if op in (ast.Is, ast.IsNot):
+                    same = lhs is rhs
+                    return constexpr(same if op is ast.Is else not same)
+                raise self.error("'in' needs compile-time operands", node)
+            fn = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                  ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}[op]
+            return constexpr(fn(_unwrap(lhs), _unwrap(rhs)))
+        method = _COMPARE_METHODS[op]
+        return self.binary(method, lhs, rhs, node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        result = self.visit(node.values[0])
+        for value_node in node.values[1:]:
+            if not _is_runtime(result):
+                if bool(_unwrap(result)) != is_and:   # short-circuit at compile time
+                    return result
+                result = self.visit(value_node)
+                continue
+            other = self.visit(value_node)
+            result = core.logical_and(result, other) if is_and else core.logical_or(result, other)
+        return result
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.visit(node.test)
+        if not _is_runtime(cond):
+            return self.visit(node.body if _unwrap(cond) else node.orelse)
+        cond = self.semantic.to_condition(cond)
+        before = dict(self.lscope)
+        with self.builder.detached_block() as then_block:
+            then_value = self.materialize(self.visit(node.body), node.body)
+        with self.builder.detached_block() as else_block:
+            else_value = self.materialize(self.visit(node.orelse), node.orelse)
+        self.lscope = before
+        if then_value.type != else_value.type:
+            raise self.error(f"the two sides of the conditional expression have types "
+                             f"{then_value.type} and {else_value.type} -- fix: cast one side", node)
+        (result,) = self.builder.create_if(cond.handle, [self.semantic.ir_type(then_value.type)],
+                                           then_block, [then_value.handle],
+                                           else_block, [else_value.handle])
+        return tensor(result, then_value.type)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.visit(node.value)
+        base = self.module.map_module(base)
+        try:
+            value = getattr(_unwrap(base) if isinstance(base, constexpr) and
+                            not hasattr(base, node.attr) else base, node.attr)
+        except AttributeError:
+            raise self.error(f"{_describe_value(base)} has no attribute {node.attr!r}", node) from None
+        return self.module.map_module(value)
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.visit(node.value)
+        index = self.visit(node.slice)
+        if _is_runtime(base):
+            return base.__getitem__(index)
+        target = _unwrap(base)
+        key = _unwrap(index)
+        try:
+            return target[key]
+        except Exception as e:
+            raise self.error(f"cannot index {_describe_value(base)} with {key!r}: {e}", node) from None
+
+    def visit_Slice(self, node: ast.Slice) -> slice:
+        parts = [None if p is None else _unwrap(self.visit(p)) for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
+    def visit_keyword(self, node: ast.keyword) -> tuple[str, Any]:
+        return node.arg, self.visit(node.value)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        fn = self.visit(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(_unwrap(self.visit(a.value)))
+            else:
+                args.append(self.visit(a))
+        kwargs = dict(self.visit(k) for k in node.keywords)
+        if isinstance(fn, JITFunction):
+            return self.module.call_jit(fn, args, kwargs, self, node)
+        if core.is_builtin(fn):
+            return fn(*args, **kwargs)
+        if getattr(fn, "__naiad_constexpr_function__", False):
+            if any(_is_runtime(a) for a in [*args, *kwargs.values()]):
+                raise self.error(f"{fn.__name__} runs at compile time and needs compile-time "
+                                 f"arguments", node)
+            return constexpr(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
+        if fn in _PYTHON_BUILTINS:
+            return self.call_python_builtin(fn, args, kwargs, node)
+        if isinstance(fn, type) and issubclass(fn, (core.range, core.static_range)):
+            return fn(*[_unwrap(a) if not _is_runtime(a) else a for a in args],
+                      **{k: _unwrap(v) for k, v in kwargs.items()})
+        if fn is constexpr or isinstance(fn, core.dtype):
+            return fn(*[_unwrap(a) for a in args])
+        name = getattr(fn, "__name__", repr(fn))
+        raise self.error(f"cannot call the Python function {name!r} inside a kernel -- fix: "
+                         f"decorate it with @naiad.jit, or compute it outside and pass the value "
+                         f"as a tl.constexpr", node)
+
+    def call_python_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        if fn is print:
+            return core.device_print(*[_unwrap(a) if not _is_runtime(a) else a for a in args])
+        if fn is range:
+            return core.range(*args, **kwargs)
+        if fn in (min, max) and any(_is_runtime(a) for a in args):
+            combine = core.minimum if fn is min else core.maximum
+            result = args[0]
+            for a in args[1:]:
+                result = combine(result, a)
+            return result
+        if any(_is_runtime(a) for a in args) and fn not in (isinstance, len, getattr, hasattr,
+                                                            type, tuple, list, zip, enumerate):
+            raise self.error(f"{fn.__name__}() needs compile-time arguments here", node)
+        result = fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+        if fn in (zip, enumerate):
+            return tuple(result)
+        return constexpr(result) if isinstance(result, (int, float, bool, str)) else result
+
+
+def _python_operator(method: str) -> Any:
+    """``"__and__"`` -> ``operator.and_``: the Python operation a method name stands for."""
+    name = method.strip("_")
+    return getattr(operator, name + "_" if name in ("and", "or") else name)
+
+
+def _loop_var(gen: CodeGenerator, node: ast.For) -> str:
+    if not isinstance(node.target, ast.Name):
+        raise gen.error("the loop variable must be a single name", node.target)
+    return node.target.id
+
+
+def _is_module(value: Any) -> bool:
+    return type(value).__name__ == "module"
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, tensor):
+        return f"a tensor of type {value.type}"
+    if isinstance(value, constexpr):
+        return f"the constexpr {value.value!r}"
+    return f"a {type(value).__name__}"
+
+
+def _describe(e: Exception) -> str:
+    text = str(e) or type(e).__name__
+    return text if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {text}"
+
+
+class ModuleContext:
+    """State shared by the code generators of one compilation: the module, the semantic
+    layer, the functions generated so far (by specialization), and the module map."""
+
+    def __init__(self, semantic: Any, module_map: dict[str, Any]):
+        self.semantic = semantic
+        self.module_map = module_map
+        self.functions: dict[tuple, tuple[Any, Any]] = {}
+        self.function_count = 0
+        self.generators: list[CodeGenerator] = []   # the stack of functions being generated
+
+    def call_from_builtin(self, fn: Any, args: list) -> Any:
+        """Call a ``@jit`` function (a reduction's combine function) from inside a builtin."""
+        caller = self.generators[-1]
+        if not isinstance(fn, JITFunction):
+            raise caller.error(f"the combine function must be a @jit function, not {fn!r}")
+        return self.call_jit(fn, args, {}, caller, caller._node)
+
+    def map_module(self, value: Any) -> Any:
+        """Swap a generic module (e.g. libdevice) for the backend's implementation."""
+        if _is_module(value):
+            return self.module_map.get(value.__name__, value)
+        owner = getattr(value, "__module__", None)
+        if owner in self.module_map and hasattr(value, "__name__"):
+            return getattr(self.module_map[owner], value.__name__, value)
+        return value
+
+    def call_jit(self, fn: JITFunction, args: list, kwargs: dict, caller: CodeGenerator,
+                 node: ast.AST) -> Any:
+        """Generate (once per specialization) and call a ``@jit`` device function."""
+        try:
+            bound = fn.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise caller.error(f"calling {fn.__name__}: {e}", node) from None
+        bound.apply_defaults()
+        values = list(bound.arguments.values())
+        constants, arg_types, runtime = {}, [], []
+        for p, v in zip(fn.params, values):
+            if p.is_constexpr or not _is_runtime(v):
+                if _is_runtime(v):
+                    raise caller.error(f"argument {p.name!r} of {fn.__name__} is tl.constexpr but "
+                                       f"the value passed is only known at run time", node)
+                constants[p.num] = _unwrap(v)
+                arg_types.append(None)
+            else:
+                arg_types.append(v.type)
+                runtime.append(v)
+        key = (fn.cache_key, tuple(str(t) for t in arg_types),
+               tuple(sorted((k, repr(v)) for k, v in constants.items())))
+        if key not in self.functions:
+            self.function_count += 1
+            name = f"{fn.__name__}__{self.function_count}"
+            generator = CodeGenerator(fn, arg_types, constants, {}, self, is_kernel=False, name=name)
+            with self.semantic.builder.at_module_end():
+                func_op = generator.generate()
+            self.functions[key] = (func_op, generator.return_values)
+        func_op, returns = self.functions[key]
+        results = self.semantic.builder.call(func_op, [v.handle for v in runtime])
+        out = [tensor(handle, r.type) for handle, r in zip(results, returns)]
+        if not out:
+            return None
+        return out[0] if len(out) == 1 else tuple(out)

@@ -1,0 +1,293 @@
+"""The part of the language written in the language itself: reductions, scans, softmax, sort.
+
+These are ``@jit`` functions, so they go through the same code generator as user kernels and
+get inlined; behaviour (result dtypes, tie-breaking, the bfloat16 promotion) follows Triton's.
+"""
+
+from __future__ import annotations
+
+from naiad.language import core
+from naiad.language import math
+from naiad.runtime.jit import constexpr_function, jit
+
+
+@constexpr_function
+def _log2(n):
+    return n.bit_length() - 1
+
+
+@constexpr_function
+def _is_power_of_two(n):
+    return n > 0 and n & (n - 1) == 0
+
+
+@constexpr_function
+def _sum_dtype(in_dtype, dtype):
+    """Integers narrower than 32 bits are summed in 32 bits of the same signedness."""
+    if dtype is not None:
+        return dtype
+    if in_dtype.is_int() and not in_dtype.is_bool() and in_dtype.int_bitwidth < 32:
+        return core.uint32 if in_dtype.is_int_unsigned() else core.int32
+    return None
+
+
+@constexpr_function
+def _widen_for_minmax(in_dtype):
+    """Min/max of types narrower than 32 bits run in fp32 / int32, as Triton's do."""
+    if in_dtype.primitive_bitwidth < 32:
+        return core.float32 if in_dtype.is_floating() else core.int32
+    return None
+
+
+@jit
+def cdiv(x, div):
+    return (x + div - 1) // div
+
+
+@jit
+def sigmoid(x):
+    return 1 / (1 + math.exp(-x))
+
+
+@jit
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    axis: core.constexpr = 0 if dim is None else dim
+    shifted = x - max(x, axis, keep_dims=keep_dims)
+    numerator = math.exp(shifted)
+    return math.fdiv(numerator, sum(numerator, axis, keep_dims=keep_dims), ieee_rounding)
+
+
+@jit
+def ravel(x, can_reorder=False):
+    return core.reshape(x, [x.numel], can_reorder=can_reorder)
+
+
+@jit
+def swizzle2d(i, j, size_i, size_j, size_g):
+    linear = i * size_j + j
+    group_size = size_g * size_j
+    first_row = (linear // group_size) * size_g
+    rows_in_group = core.minimum(size_i - first_row, size_g)
+    within = linear % group_size
+    return first_row + within % rows_in_group, within // rows_in_group
+
+
+@jit
+def _add(a, b):
+    return a + b
+
+
+@jit
+def _mul(a, b):
+    return a * b
+
+
+@jit
+def _xor(a, b):
+    return a ^ b
+
+
+@jit
+def _or(a, b):
+    return a | b
+
+
+@jit
+def _maximum(a, b):
+    return core.maximum(a, b)
+
+
+@jit
+def _minimum(a, b):
+    return core.minimum(a, b)
+
+
+@jit
+def _argmax_left(v1, i1, v2, i2):
+    take_first = (v1 > v2) | ((v1 == v2) & (i1 < i2))
+    return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
+
+
+@jit
+def _argmax_fast(v1, i1, v2, i2):
+    take_first = v1 > v2
+    return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
+
+
+@jit
+def _argmin_left(v1, i1, v2, i2):
+    take_first = (v1 < v2) | ((v1 == v2) & (i1 < i2))
+    return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
+
+
+@jit
+def _argmin_fast(v1, i1, v2, i2):
+    take_first = v1 < v2
+    return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
+
+
+@jit
+def _promote_bf16(x):
+    if x.dtype == core.bfloat16:
+        return x.to(core.float32)
+    return x
+
+
+@jit
+def _with_indices(input, axis, combine_fn, keep_dims):
+    """Reduce (value, index) pairs; the index runs along ``axis`` (all elements if None)."""
+    if axis is None:
+        flat = core.reshape(input, [input.numel], can_reorder=True)
+        indices = core.arange(0, input.numel)
+        value, index = core.reduce((flat, indices), 0, combine_fn)
+        if keep_dims:
+            value = core.reshape(value, [1] * len(input.shape))
+            index = core.reshape(index, [1] * len(input.shape))
+        return value, index
+    else:
+        indices = core.arange(0, input.shape[axis])
+        for i in core.static_range(axis):
+            indices = core.expand_dims(indices, 0)
+        for i in core.static_range(axis + 1, len(input.shape)):
+            indices = core.expand_dims(indices, i)
+        indices = core.broadcast_to(indices, input.shape)
+        return core.reduce((input, indices), axis, combine_fn, keep_dims=keep_dims)
+
+
+@jit
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    input = _promote_bf16(input)
+    if return_indices:
+        if return_indices_tie_break_left:
+            return _with_indices(input, axis, _argmax_left, keep_dims)
+        else:
+            return _with_indices(input, axis, _argmax_fast, keep_dims)
+    else:
+        wide: core.constexpr = _widen_for_minmax(input.dtype)
+        if wide is not None:
+            input = input.to(wide)
+        return core.reduce(input, axis, _maximum, keep_dims=keep_dims)
+
+
+@jit
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    input = _promote_bf16(input)
+    if return_indices:
+        if return_indices_tie_break_left:
+            return _with_indices(input, axis, _argmin_left, keep_dims)
+        else:
+            return _with_indices(input, axis, _argmin_fast, keep_dims)
+    else:
+        wide: core.constexpr = _widen_for_minmax(input.dtype)
+        if wide is not None:
+            input = input.to(wide)
+        return core.reduce(input, axis, _minimum, keep_dims=keep_dims)
+
+
+@jit
+def argmax(input, axis, tie_break_left=True, keep_dims=False):
+    value, index = max(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
+                       keep_dims=keep_dims)
+    return index
+
+
+@jit
+def argmin(input, axis, tie_break_left=True, keep_dims=False):
+    value, index = min(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
+                       keep_dims=keep_dims)
+    return index
+
+
+@jit
+def sum(input, axis=None, keep_dims=False, dtype: core.constexpr = None):
+    out: core.constexpr = _sum_dtype(input.dtype, dtype)
+    if out is not None:
+        input = input.to(out)
+    return core.reduce(input, axis, _add, keep_dims=keep_dims)
+
+
+@jit
+def xor_sum(input, axis=None, keep_dims=False):
+    core.static_assert(input.dtype.is_int(), "xor_sum is only defined for integers")
+    return core.reduce(input, axis, _xor, keep_dims=keep_dims)
+
+
+@jit
+def reduce_or(input, axis, keep_dims=False):
+    core.static_assert(input.dtype.is_int(), "reduce_or is only defined for integers")
+    return core.reduce(input, axis, _or, keep_dims=keep_dims)
+
+
+@jit
+def cumsum(input, axis=0, reverse=False, dtype: core.constexpr = None):
+    input = _promote_bf16(input)
+    out: core.constexpr = _sum_dtype(input.dtype, dtype)
+    if out is not None:
+        input = input.to(out)
+    return core.associative_scan(input, axis, _add, reverse)
+
+
+@jit
+def cumprod(input, axis=0, reverse=False):
+    input = _promote_bf16(input)
+    return core.associative_scan(input, axis, _mul, reverse)
+
+
+@constexpr_function
+def _flip_axis(dim, rank):
+    axis = rank - 1 if dim is None else dim
+    return axis + rank if axis < 0 else axis
+
+
+@jit
+def flip(x, dim=None):
+    """Reverse ``x`` along ``dim``: XOR-swaps over a (2, 2, ..., 2) view of that dimension."""
+    axis: core.constexpr = _flip_axis(dim, len(x.shape))
+    core.static_assert(_is_power_of_two(x.shape[axis]), "flip needs a power-of-two dimension")
+    steps: core.constexpr = _log2(x.shape[axis])
+    int_type: core.constexpr = core.get_int_dtype(x.dtype.primitive_bitwidth, True)
+    y = core.reshape(x.to(int_type, bitcast=True), x.shape[:axis] + [2] * steps + x.shape[axis + 1:])
+    for i in core.static_range(steps):
+        y = y ^ xor_sum(y, axis + i, True)
+    return core.reshape(y, x.shape).to(x.dtype, bitcast=True)
+
+
+@jit
+def _half_indicator(rank: core.constexpr, j: core.constexpr):
+    """0 for the lower and 1 for the upper half along hypercube dimension j (from the inside)."""
+    ar = core.arange(0, 2)
+    return core.reshape(ar, [1] * (rank - j - 1) + [2] + [1] * j)
+
+
+@jit
+def _compare_swap(x, flip_mask, i: core.constexpr):
+    rank: core.constexpr = _log2(x.numel)
+    int_type: core.constexpr = core.get_int_dtype(x.dtype.primitive_bitwidth, True)
+    as_int = x.to(int_type, bitcast=True)
+    partner = (as_int ^ xor_sum(as_int, rank - 1 - i, True)).to(x.dtype, bitcast=True)
+    upper = _half_indicator(rank, i)
+    return core.where((x > partner) != (flip_mask ^ upper), partner, x)
+
+
+@jit
+def _bitonic_merge(x, stage: core.constexpr, order: core.constexpr):
+    """order 0: ascending, 1: descending, 2: alternating between neighbouring groups."""
+    if order == 2:
+        flip_mask = _half_indicator(_log2(x.numel), stage)
+    else:
+        flip_mask = order
+    for i in core.static_range(stage):
+        x = _compare_swap(x, flip_mask, stage - 1 - i)
+    return x
+
+
+@jit
+def sort(x, dim: core.constexpr = None, descending: core.constexpr = 0):
+    """Bitonic sort along the last dimension."""
+    axis: core.constexpr = len(x.shape) - 1 if dim is None else dim
+    core.static_assert(axis == len(x.shape) - 1, "sort supports only the last dimension")
+    log_n: core.constexpr = _log2(x.shape[axis])
+    cube = core.reshape(x, [2] * _log2(x.numel))
+    for i in core.static_range(1, log_n + 1):
+        cube = _bitonic_merge(cube, i, 2 if i < log_n else descending)
+    return core.reshape(cube, x.shape)

@@ -1,0 +1,282 @@
+"""``@naiad.jit``: a Python function becomes a kernel that is compiled per specialization.
+
+A `JITFunction` keeps the function's source and parameters.  At each launch its arguments are
+*specialized* the way Triton does it (`specialize`): each argument yields a type string
+("i32", "*fp32", "constexpr", ...) and a key ("D" when divisible by 16), and the pair list
+selects, or creates, a compiled kernel.  The `cache_key` covers the function's source and
+everything it depends on: called ``@jit`` functions and the constexpr globals it reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import inspect
+import textwrap
+from typing import Any, Callable, Iterable
+
+from naiad.errors import NaiadError
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64_MAX = 2**64 - 1
+
+
+class LaunchError(NaiadError, TypeError):
+    """The arguments of a launch do not fit the kernel's parameters."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelParam:
+    """One parameter of a kernel, as written in its ``def``."""
+
+    num: int
+    name: str
+    annotation: str          # "" or a normalized type string ("constexpr", "fp32", "*fp16", ...)
+    default: Any             # inspect.Parameter.empty when there is none
+    do_not_specialize: bool
+    do_not_specialize_on_alignment: bool
+
+    @property
+    def is_constexpr(self) -> bool:
+        return "constexpr" in self.annotation
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not inspect.Parameter.empty
+
+
+def _annotation_text(annotation: Any) -> str:
+    """Normalize ``tl.constexpr``, ``tl.float32``, ``"*fp32"`` and friends to a type string."""
+    if annotation is inspect.Parameter.empty:
+        return ""
+    if isinstance(annotation, str):
+        return annotation
+    name = getattr(annotation, "__name__", None)
+    if name == "constexpr" or type(annotation).__name__ == "constexpr":
+        return "constexpr"
+    from naiad.language import dtypes
+
+    if isinstance(annotation, dtypes.dtype):
+        return dtypes.ty_to_str(annotation)
+    return str(annotation)
+
+
+def array_dtype_name(arg: Any) -> str | None:
+    """The dtype name of a torch tensor, numpy array or array-interface object ("float32", ...)."""
+    dtype = getattr(arg, "dtype", None)
+    if dtype is None:
+        return None
+    name = getattr(dtype, "name", None)        # numpy
+    if isinstance(name, str):
+        return name
+    text = str(dtype)                           # torch: "torch.float32"
+    return text.rsplit(".", 1)[-1]
+
+
+def data_pointer(arg: Any) -> int | None:
+    """The address of an array argument's data, or None when ``arg`` is not an array."""
+    data_ptr = getattr(arg, "data_ptr", None)
+    if callable(data_ptr):
+        return int(data_ptr())
+    interface = getattr(arg, "__array_interface__", None) or getattr(arg, "__cuda_array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    return None
+
+
+def specialize(value: Any, *, specialize_value: bool = True, align: bool = True) -> tuple[Any, Any]:
+    """Triton's per-argument specialization: ``(type string, key)``.
+
+    ints equal to 1 become the constexpr 1; other ints are "i32", "i64" or "u64" by range with
+    key "D" when divisible by 16; arrays are "*<dtype>" with key "D" when their address is
+    16-byte aligned; floats are "fp32", bools "u1"; constexprs, None, dtypes and ``@jit``
+    functions are constexprs; tuples specialize element-wise.
+    """
+    from naiad.language import core, dtypes
+
+    if value is None:
+        return "constexpr", None
+    if isinstance(value, core.constexpr):
+        return "constexpr", value.value
+    if isinstance(value, bool):
+        return "u1", None
+    if isinstance(value, int):
+        if specialize_value and value == 1:
+            return "constexpr", 1
+        key = ("D" if align and value % 16 == 0 else "") if specialize_value else None
+        if _INT32[0] <= value <= _INT32[1]:
+            return "i32", key
+        if _INT64[0] <= value <= _INT64[1]:
+            return "i64", key
+        if 0 <= value <= _UINT64_MAX:
+            return "u64", key
+        raise LaunchError(f"integer argument {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return "fp32", None
+    if isinstance(value, (dtypes.dtype, JITFunction)):
+        return "constexpr", value
+    if isinstance(value, tuple):
+        pairs = [specialize(v, specialize_value=specialize_value, align=align) for v in value]
+        return tuple(t for t, _ in pairs), tuple(k for _, k in pairs)
+    pointer = data_pointer(value)
+    if pointer is not None:
+        name = array_dtype_name(value)
+        ty = dtypes.from_torch_dtype_name(name) if name else None
+        if ty is None:
+            raise LaunchError(f"arrays of dtype {name} cannot be passed to kernels")
+        key = ("D" if align and pointer % 16 == 0 else "") if specialize_value else None
+        return "*" + ty, key
+    raise LaunchError(f"cannot pass an object of type {type(value).__name__} to a kernel "
+                      f"(pass an array, a number, a bool, a dtype, None or a tl.constexpr)")
+
+
+class JITFunction:
+    """A kernel (or a device function called from one) written in Naiad's language.
+
+    ``fn[grid](*args)`` launches it; calling it directly is only legal inside another kernel.
+    """
+
+    def __init__(self, fn: Callable, *, version: Any = None,
+                 do_not_specialize: Iterable[int | str] | None = None,
+                 do_not_specialize_on_alignment: Iterable[int | str] | None = None,
+                 debug: bool | None = None, noinline: bool | None = None,
+                 repr: Callable | None = None, launch_metadata: Callable | None = None):
+        self.fn = fn
+        self.module = fn.__module__
+        self.version = version
+        self.debug = debug
+        self.noinline = bool(noinline)
+        self._repr = repr
+        self.launch_metadata = launch_metadata
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__globals__ = fn.__globals__
+        self._src = textwrap.dedent(inspect.getsource(fn))
+        self._src = self._src[self._src.index("def "):] if "def " in self._src else self._src
+        self.starting_line_number = inspect.getsourcelines(fn)[1]
+        self.filename = inspect.getsourcefile(fn) or "<unknown>"
+        signature = inspect.signature(fn)
+        self.signature = signature
+        no_spec = set(do_not_specialize or ())
+        no_align = set(do_not_specialize_on_alignment or ())
+        self.params = [
+            KernelParam(i, p.name, _annotation_text(p.annotation), p.default,
+                        i in no_spec or p.name in no_spec, i in no_align or p.name in no_align)
+            for i, p in enumerate(signature.parameters.values())]
+        self.arg_names = [p.name for p in self.params]
+        self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
+        self._cache_key: str | None = None
+
+    # -- source ---------------------------------------------------------------------------
+    @property
+    def src(self) -> str:
+        return self._src
+
+    def _unsafe_update_src(self, new_src: str) -> None:
+        """Replace the source (Triton's test suite edits kernels this way); drops the cache key."""
+        self._src = new_src
+        self._cache_key = None
+
+    def parse(self) -> ast.Module:
+        tree = ast.parse(self._src)
+        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+            raise NaiadError(f"the source of {self.__name__} must be a single function definition")
+        return tree
+
+    # -- cache key --------------------------------------------------------------------------
+    @property
+    def cache_key(self) -> str:
+        """sha256 of the source, the start line, and every dependency's key or value."""
+        if self._cache_key is None:
+            h = hashlib.sha256(self._src.encode())
+            h.update(str(self.starting_line_number).encode())
+            h.update(repr((self.noinline, self.debug, self.version)).encode())
+            for name, part in dependencies(self):
+                h.update(f"|{name}={part}".encode())
+            self._cache_key = h.hexdigest()
+        return self._cache_key
+
+    # -- binding and specialization ------------------------------------------------------
+    def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Match a launch's arguments to parameters: (bound arguments in order, other keywords).
+
+        Keywords that are not parameters (num_warps, ...) are returned separately for the
+        backend's options.
+        """
+        names = set(self.arg_names)
+        params_kw = {k: v for k, v in kwargs.items() if k in names}
+        options = {k: v for k, v in kwargs.items() if k not in names}
+        try:
+            bound = self.signature.bind(*args, **params_kw)
+        except TypeError as e:
+            raise LaunchError(f"{self.__name__}{self.signature}: {e} -- fix: pass every parameter "
+                              f"without a default, positionally or by name") from None
+        bound.apply_defaults()
+        return dict(bound.arguments), options
+
+    def specialization(self, bound: dict[str, Any]) -> list[tuple[Any, Any]]:
+        """(type string, key) for each parameter, in order."""
+        result = []
+        for p in self.params:
+            value = bound[p.name]
+            if p.is_constexpr:
+                result.append(("constexpr", value.value if hasattr(value, "value") and
+                               type(value).__name__ == "constexpr" else value))
+                continue
+            try:
+                ty, key = specialize(value, specialize_value=not p.do_not_specialize,
+                                     align=not p.do_not_specialize_on_alignment)
+            except LaunchError as e:
+                raise LaunchError(f"{self.__name__}: argument {p.name!r}: {e}") from None
+            if p.annotation and p.annotation not in ("constexpr",) and ty != "constexpr":
+                ty = p.annotation if not p.annotation.startswith("*") else ty
+            result.append((ty, key))
+        return result
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NaiadError(f"{self.__name__} is a kernel: launch it with {self.__name__}[grid](...), "
+                         f"or call it from inside another @naiad.jit function")
+
+    def __repr__(self) -> str:
+        return f"JITFunction({self.module}:{self.__qualname__})"
+
+
+def dependencies(fn: JITFunction) -> list[tuple[str, str]]:
+    """(global name, key) for every ``@jit`` function and constexpr global the source refers to.
+
+    Module attributes (``tl.sum``) are part of Naiad itself and covered by its version; plain
+    Python values are not allowed inside kernels unless constexpr, so they need no key.
+    """
+    from naiad.language import core
+
+    found: dict[str, str] = {}
+    for node in ast.walk(fn.parse()):
+        if not isinstance(node, ast.Name) or node.id in found:
+            continue
+        value = fn.__globals__.get(node.id, None)
+        if isinstance(value, JITFunction) and value is not fn:
+            found[node.id] = value.cache_key
+        elif isinstance(value, core.constexpr):
+            found[node.id] = repr(value.value)
+    return sorted(found.items())
+
+
+def constexpr_function(fn: Callable) -> Callable:
+    """Mark a plain Python function as callable from kernels on compile-time values.
+
+    Inside a kernel its arguments are unwrapped constexprs and its result becomes a constexpr;
+    outside a kernel it is the plain function.
+    """
+    fn.__naiad_constexpr_function__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def jit(fn: Callable | None = None, **options: Any) -> Any:
+    """Decorator: ``@naiad.jit`` or ``@naiad.jit(do_not_specialize=[...], noinline=True, debug=True)``."""
+    if fn is not None:
+        return JITFunction(fn, **options)
+    return lambda f: JITFunction(f, **options)
