@@ -149,11 +149,20 @@ class CompilationKnobs(KnobGroup):
         "of turning them into a CompilationError that shows only the kernel's source line.")
 
 
+class CompatKnobs(KnobGroup):
+    """The Triton compatibility layer."""
+
+    triton = env_bool(
+        "NAIAD_TRITON_COMPAT", False,
+        "1: `import naiad` enables naiad.compat, so that `import triton` resolves to Naiad.")
+
+
 backends = BackendKnobs()
 compilation = CompilationKnobs()
+compat = CompatKnobs()
 
 #: Every group, by the attribute name it has on this module.
-groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation}
+groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation, "compat": compat}
 
 
 def all_knobs() -> dict[str, Knob]:

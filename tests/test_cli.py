@@ -232,7 +232,7 @@ BROKEN = {
     "invalid_name": (dict(conf="my-backend"),
                      "'my-backend', which is not a valid backend name", "use a Python identifier"),
     "reserved_name": (dict(conf="compiler"),
-                      "'compiler', which is a module of naiad.backends itself", "choose another name"),
+                      "'compiler', which is the name of one of Naiad's own modules", "choose another name"),
     "missing_driver": (dict(driver=False),
                        "driver.py is missing",
                        "create it with one concrete subclass of naiad.backends.driver.DriverBase"),

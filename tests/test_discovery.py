@@ -181,12 +181,13 @@ def test_name_conf_with_invalid_name(registry, plugins, bad_name):
     assert "fix: use a Python identifier not starting with '_'" in failure.reason
 
 
-@pytest.mark.parametrize("reserved", ["compiler", "driver", "discovery", "selection", "plugin_dirs"])
+@pytest.mark.parametrize("reserved", ["compiler", "driver", "discovery", "selection", "plugin_dirs",
+                                      "libdevice"])
 def test_name_conf_with_reserved_name(registry, plugins, reserved):
     root = plugins.add("toy", conf=reserved)
     assert registry.sources() == {}
     failure = _layout_failure(registry, root)
-    assert f"names {reserved!r}, which is a module of naiad.backends itself" in failure.reason
+    assert f"names {reserved!r}, which is the name of one of Naiad's own modules" in failure.reason
     assert "fix: choose another name" in failure.reason
 
 

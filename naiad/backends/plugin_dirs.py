@@ -33,15 +33,19 @@ PACKAGE_DIRS = {
 }
 
 
-#: The contract's own modules in naiad/backends/: no plugin may take their names.
-_CONTRACT_MODULES = frozenset(
-    entry[:-3] for entry in os.listdir(os.path.dirname(__file__)) if entry.endswith(".py"))
+_NAIAD = os.path.dirname(os.path.dirname(__file__))
+#: Naiad's own modules in the three packages plugins are mounted into (the backend contract,
+#: the generic libdevice): no plugin may take their names.
+_OWN_MODULES = frozenset(
+    entry[:-3]
+    for folder in ("backends", os.path.join("language", "extra"), os.path.join("tools", "extra"))
+    for entry in os.listdir(os.path.join(_NAIAD, folder)) if entry.endswith(".py"))
 
 
 def reserved_names() -> frozenset[str]:
-    """Names a plugin cannot take: the contract's modules and what ``naiad.backends`` exports."""
+    """Names a plugin cannot take: Naiad's own modules and what ``naiad.backends`` exports."""
     package = sys.modules.get("naiad.backends")
-    return _CONTRACT_MODULES | frozenset(getattr(package, "__all__", ()))
+    return _OWN_MODULES | frozenset(getattr(package, "__all__", ()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +84,7 @@ def read_name(root: str) -> tuple[str | None, list[tuple[str, str]]]:
     if not name:
         return None, [(f"{conf} is empty", "write the backend's name into it, e.g. 'mybackend'")]
     if name in reserved_names():
-        return None, [(f"{conf} names {name!r}, which is a module of naiad.backends itself",
+        return None, [(f"{conf} names {name!r}, which is the name of one of Naiad's own modules",
                        "choose another name")]
     if not name.isidentifier() or name.startswith("_"):
         return None, [(f"{conf} names {name!r}, which is not a valid backend name",

@@ -1,0 +1,78 @@
+"""Run code written for Triton on Naiad: ``import triton`` resolves to Naiad's modules.
+
+``naiad.compat.enable()`` (or ``NAIAD_TRITON_COMPAT=1`` before ``import naiad``, or
+``python -m naiad.compat script.py``) registers the module names ``triton``,
+``triton.language``, ``triton.language.extra.libdevice``, ``triton.runtime``,
+``triton.compiler`` and friends as aliases of Naiad's modules, so an unmodified Triton kernel
+file imports and runs.  Nothing is installed under the name ``triton``: with compat off, a real
+Triton beside Naiad is untouched, and enabling compat after a real Triton was imported is an
+error rather than a silent mix of the two.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import sys
+
+from naiad.errors import NaiadError
+
+#: ``triton`` module name -> the Naiad module that stands for it.
+ALIASES = {
+    "triton": "naiad.compat.triton",
+    "triton.language": "naiad.language",
+    "triton.language.core": "naiad.language.core",
+    "triton.language.math": "naiad.language.math",
+    "triton.language.standard": "naiad.language.standard",
+    "triton.language.extra": "naiad.language.extra",
+    "triton.language.extra.libdevice": "naiad.language.extra.libdevice",
+    "triton.runtime": "naiad.compat.runtime",
+    "triton.runtime.jit": "naiad.runtime.jit",
+    "triton.runtime.errors": "naiad.compat.errors",
+    "triton.compiler": "naiad.compat.errors",
+    "triton.compiler.errors": "naiad.compat.errors",
+    "triton.errors": "naiad.compat.errors",
+}
+
+
+class CompatError(NaiadError, ImportError):
+    """The compatibility layer cannot be enabled, or a ``triton`` module it lacks was imported."""
+
+
+class _MissingTritonModules(importlib.abc.MetaPathFinder):
+    """Turns ``import triton.<something Naiad lacks>`` into an error that says so."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "triton" or fullname.startswith("triton."):
+            raise CompatError(f"Naiad's Triton compatibility layer does not provide {fullname!r} -- "
+                              f"fix: import the Naiad equivalent, or run this code with real Triton")
+        return None
+
+
+_finder = _MissingTritonModules()
+
+
+def is_enabled() -> bool:
+    return _finder in sys.meta_path
+
+
+def enable() -> None:
+    """Make ``import triton`` (and its submodules listed in `ALIASES`) resolve to Naiad."""
+    if is_enabled():
+        return
+    existing = sys.modules.get("triton")
+    if existing is not None and not getattr(existing, "__naiad_compat__", False):
+        raise CompatError("a real Triton is already imported in this process -- fix: call "
+                          "naiad.compat.enable() (or set NAIAD_TRITON_COMPAT=1) before importing triton")
+    for alias, target in ALIASES.items():
+        sys.modules[alias] = importlib.import_module(target)
+    sys.meta_path.append(_finder)
+
+
+def disable() -> None:
+    """Undo `enable`: the ``triton`` names are free again (modules already imported keep their references)."""
+    if not is_enabled():
+        return
+    sys.meta_path.remove(_finder)
+    for alias in ALIASES:
+        sys.modules.pop(alias, None)

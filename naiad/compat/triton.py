@@ -1,0 +1,18 @@
+"""The ``triton`` top-level module under compat: ``triton.jit``, ``triton.cdiv``, errors, ..."""
+
+import naiad.language as language
+from naiad import cdiv, next_power_of_2
+from naiad.compat import runtime
+from naiad.compat.errors import CompilationError, OutOfResources, TritonError
+from naiad.runtime.jit import JITFunction, constexpr_function, jit
+
+__naiad_compat__ = True
+#: The Triton release whose language this compatibility layer follows.
+__version__ = "3.6.0"
+
+#: Looks like a package, so that `import triton.<missing>` reaches the compat layer's
+#: "not provided" error instead of Python's "not a package".
+__path__: list[str] = []
+
+__all__ = ["CompilationError", "JITFunction", "OutOfResources", "TritonError", "cdiv",
+           "constexpr_function", "jit", "language", "next_power_of_2", "runtime"]
