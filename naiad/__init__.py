@@ -7,6 +7,7 @@
 from naiad import knobs
 from naiad.backends import plugin_dirs as _plugin_dirs
 from naiad.backends.selection import set_backend
+from naiad.compiler.compiler import compile
 from naiad.compiler.errors import CompilationError
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
 
@@ -25,7 +26,7 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
-__all__ = ["CompilationError", "JITFunction", "__version__", "cdiv", "constexpr_function", "jit",
+__all__ = ["CompilationError", "JITFunction", "__version__", "cdiv", "compile", "constexpr_function", "jit",
            "knobs", "next_power_of_2", "set_backend"]
 
 if knobs.compat.triton:     # last: the compat modules import the names defined above

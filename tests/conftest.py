@@ -21,6 +21,7 @@ from naiad import knobs
 from naiad.backends import discovery, selection
 
 import plugin_fixtures
+from naiad.compiler import compiler
 
 NAIAD_DIR = os.path.dirname(os.path.realpath(naiad.__file__)) + os.sep
 FIXTURE_PREFIXES = ("naiad.backends.", "naiad.language.extra.", "naiad.tools.extra.")
@@ -62,6 +63,7 @@ def _reset_state() -> None:
     selection._choice = None
     selection._drivers.clear()
     discovery.registry.refresh()
+    compiler.make_backend.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,156 @@
+"""``naiad.compile``: a source (a ``@jit`` function's specialization, or an IR file) through the
+backend's stages to a `CompiledKernel`.
+
+The core knows no stage by name except the source's own extension: the backend lists its stages
+(`BaseBackend.add_stages`), each ``fn(ir, metadata) -> next_ir``, and says how each stage's
+output is stored (`BaseBackend.stage_codec`).  Every stage's output is kept in
+``kernel.asm[stage]``; the metadata is JSON-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+from typing import Any
+
+from naiad.backends.compiler import BaseBackend, GPUTarget, Language
+from naiad.backends.discovery import registry
+from naiad.errors import BackendSelectionError, NaiadError
+from naiad.runtime.jit import JITFunction
+
+
+class ASTSource:
+    """One specialization of a ``@jit`` function (Triton's shape: signature, constexprs, attrs)."""
+
+    language = Language.TRITON
+    ext = "ttir"
+
+    def __init__(self, fn: JITFunction, signature: dict, constexprs: dict | None = None,
+                 attrs: dict | None = None):
+        self.fn = fn
+        self.name = fn.__name__
+        self.signature = dict(signature)
+        self.constexprs = dict(constexprs or {})
+        self.attrs = dict(attrs or {})
+
+    def hash(self) -> str:
+        parts = [self.fn.cache_key, repr(sorted((str(k), str(v)) for k, v in self.signature.items())),
+                 repr(sorted((str(k), _key_of(v)) for k, v in self.constexprs.items())),
+                 repr(sorted((str(k), str(v)) for k, v in self.attrs.items()))]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    def make_ir(self, options: Any, codegen_fns: dict, module_map: dict) -> Any:
+        from naiad.compiler.frontend import make_ttir
+
+        return make_ttir(self.fn, self.signature, self.constexprs, self.attrs, options, module_map)
+
+    def parse_options(self) -> dict:
+        return {}
+
+
+def _key_of(value: Any) -> str:
+    return value.cache_key if isinstance(value, JITFunction) else repr(value)
+
+
+class IRSource:
+    """An IR file (``.ttir`` or any stage a backend declares) compiled from that stage on."""
+
+    language = Language.TRITON
+
+    def __init__(self, path: str):
+        self.path = path
+        self.ext = os.path.splitext(path)[1].lstrip(".")
+        with open(path, encoding="utf-8") as f:
+            self.text = f.read()
+        self.name = os.path.splitext(os.path.basename(path))[0]
+
+    def hash(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def make_ir(self, options: Any, codegen_fns: dict, module_map: dict) -> Any:
+        from naiad.ir import parse_module
+
+        module = parse_module(self.text, name=self.path)
+        kernels = [op for op in module.body.ops
+                   if getattr(op, "sym_visibility", None) is not None and op.sym_visibility.data == "public"]
+        if len(kernels) != 1:
+            raise NaiadError(f"{self.path}: expected exactly one public tt.func (the kernel), "
+                             f"found {len(kernels)}")
+        self.name = kernels[0].sym_name.data
+        return module
+
+    def parse_options(self) -> dict:
+        return {}
+
+
+@functools.lru_cache(maxsize=None)
+def make_backend(target: GPUTarget) -> BaseBackend:
+    """The compiler of the one backend that supports ``target``."""
+    matches = [b for name in registry.sources() for b in [registry.get_or_failure(name)]
+               if hasattr(b, "compiler") and b.compiler.supports_target(target)]
+    if len(matches) != 1:
+        names = ", ".join(b.name for b in matches) or "none"
+        raise BackendSelectionError(f"{len(matches)} backends compile for {target} ({names}) -- fix: "
+                                    f"exactly one must; check `naiad backends`")
+    return matches[0].compiler(target)
+
+
+@dataclasses.dataclass
+class CompiledKernel:
+    """Every stage's output (``asm``), the JSON metadata, and the backend that made them."""
+
+    name: str
+    asm: dict[str, Any]
+    metadata: dict[str, Any]
+    backend: BaseBackend
+
+    @property
+    def binary(self) -> bytes:
+        return self.asm[self.backend.binary_ext]
+
+
+def compile(src: Any, target: GPUTarget | None = None, options: dict | None = None) -> CompiledKernel:
+    """Run ``src`` through the stages of the backend that compiles for ``target``.
+
+    ``src`` is an `ASTSource`, an `IRSource` or the path of an IR file.  Without ``target``,
+    the current target of the selected backend's driver is used.
+    """
+    if isinstance(src, str):
+        src = IRSource(src)
+    if target is None:
+        from naiad.backends.selection import active_driver
+
+        target = active_driver().get_current_target()
+    backend = make_backend(target)
+    opts = backend.parse_options(dict(options or {}, **src.parse_options()))
+    stages: dict = {}
+    backend.add_stages(stages, opts, src.language)
+    names = list(stages)
+    if src.ext not in names:
+        raise NaiadError(f"backend for {target} has no stage {src.ext!r} (its stages: "
+                         f"{', '.join(names)}) -- fix: give a file of one of those stages")
+    first = names.index(src.ext) + (0 if isinstance(src, ASTSource) else 1)
+    module = src.make_ir(opts, backend.get_codegen_implementation(opts), backend.get_module_map())
+    metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(),
+                                **_json_safe(vars(opts))}
+    asm: dict[str, Any] = {src.ext: _stage_text(module)}
+    for name in names[first:]:
+        module = stages[name](module, metadata)
+        asm[name] = bytes(module) if backend.stage_codec(name).binary else _stage_text(module)
+    return CompiledKernel(metadata.get("name", src.name), asm, metadata, backend)
+
+
+def _stage_text(ir: Any) -> Any:
+    """IR objects are stored as their MLIR text; strings and bytes as they are."""
+    if isinstance(ir, (str, bytes, bytearray)):
+        return ir
+    from naiad.ir import print_module
+
+    return print_module(ir)
+
+
+def _json_safe(values: dict) -> dict:
+    return json.loads(json.dumps(values, default=str))

@@ -1,0 +1,90 @@
+"""naiad.compile: sources through a backend's stages, every stage kept in kernel.asm."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.compiler import GPUTarget
+from naiad.compiler.compiler import ASTSource, IRSource, make_backend
+from naiad.compiler.frontend import make_ttir
+from naiad.ir import print_module
+from naiad.errors import BackendSelectionError, NaiadError
+
+TOY = GPUTarget("toy", "v1", 1)
+
+
+@naiad.jit
+def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+def test_ast_source_goes_through_every_stage(plugins):
+    plugins.add("toy")
+    kernel = naiad.compile(ASTSource(scale, SIGNATURE, {"BLOCK": 64}), target=TOY)
+    assert list(kernel.asm) == ["ttir", "toyasm", "toybin"]
+    assert "tt.func public @scale" in kernel.asm["ttir"]
+    assert "tensor<64xf32>" in kernel.asm["ttir"]
+    assert kernel.asm["toyasm"].startswith("toyasm(ttir(")
+    assert isinstance(kernel.asm["toybin"], bytes) and kernel.binary.startswith(b"toybin(toyasm(")
+    assert kernel.metadata["target"] == {"backend": "toy", "arch": "v1", "warp_size": 1}
+    json.dumps(kernel.metadata)
+
+
+def test_options_reach_the_backend_and_the_metadata(plugins):
+    plugins.add("toy")
+    kernel = naiad.compile(ASTSource(scale, SIGNATURE, {"BLOCK": 64}), target=TOY,
+                           options={"num_warps": 8, "not_an_option": 1})
+    assert kernel.metadata["num_warps"] == 8
+    assert "not_an_option" not in kernel.metadata
+
+
+def test_ttir_file_is_compiled_from_the_next_stage(plugins, tmp_path):
+    plugins.add("toy")
+    text = print_module(make_ttir(scale, SIGNATURE, {"BLOCK": 64}))
+    path = tmp_path / "scaled.ttir"
+    path.write_text(text)
+    kernel = naiad.compile(str(path), target=TOY)
+    assert kernel.asm["ttir"] == text
+    assert kernel.asm["toyasm"].startswith("toyasm(")       # not "toyasm(ttir(": ttir was skipped
+    assert "tt.func public @scale" in kernel.asm["toyasm"]
+    assert kernel.name == "scale"
+    assert IRSource(str(path)).hash() == IRSource(str(path)).hash()
+
+
+def test_file_of_a_stage_the_backend_lacks(plugins, tmp_path):
+    plugins.add("toy")
+    path = tmp_path / "kernel.ptx"
+    path.write_text("// nothing")
+    with pytest.raises(NaiadError, match=r"has no stage 'ptx' \(its stages: ttir, toyasm, toybin\)"):
+        naiad.compile(str(path), target=TOY)
+
+
+def test_ir_file_needs_exactly_one_kernel(plugins, tmp_path):
+    plugins.add("toy")
+    path = tmp_path / "two.ttir"
+    path.write_text("module {\n  tt.func public @a() {\n    tt.return\n  }\n"
+                    "  tt.func public @b() {\n    tt.return\n  }\n}\n")
+    with pytest.raises(NaiadError, match="expected exactly one public tt.func"):
+        naiad.compile(str(path), target=TOY)
+
+
+def test_no_backend_for_the_target(plugins):
+    plugins.add("toy")
+    with pytest.raises(BackendSelectionError, match=r"0 backends compile for .*other.* \(none\)"):
+        make_backend(GPUTarget("other", 0, 1))
+
+
+def test_source_hash_follows_the_specialization():
+    a = ASTSource(scale, SIGNATURE, {"BLOCK": 64}).hash()
+    assert a == ASTSource(scale, SIGNATURE, {"BLOCK": 64}).hash()
+    assert a != ASTSource(scale, SIGNATURE, {"BLOCK": 128}).hash()
+    assert a != ASTSource(scale, dict(SIGNATURE, n="i64"), {"BLOCK": 64}).hash()
