@@ -149,6 +149,23 @@ class CompilationKnobs(KnobGroup):
         "of turning them into a CompilationError that shows only the kernel's source line.")
 
 
+class RuntimeKnobs(KnobGroup):
+    """Launching kernels."""
+
+    debug = env_bool(
+        "NAIAD_DEBUG", False,
+        "1: compile every kernel in debug mode (device_assert active, loads and stores "
+        "bounds-checked on the CPU), as if launched with debug=True.")
+
+
+class CPUKnobs(KnobGroup):
+    """The in-tree CPU backend."""
+
+    threads = env_int(
+        "NAIAD_CPU_THREADS", None,
+        "Threads that run a launch's programs in parallel (default: all cores).")
+
+
 class CompatKnobs(KnobGroup):
     """The Triton compatibility layer."""
 
@@ -159,10 +176,13 @@ class CompatKnobs(KnobGroup):
 
 backends = BackendKnobs()
 compilation = CompilationKnobs()
+runtime = RuntimeKnobs()
+cpu = CPUKnobs()
 compat = CompatKnobs()
 
 #: Every group, by the attribute name it has on this module.
-groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation, "compat": compat}
+groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation,
+                                "runtime": runtime, "cpu": cpu, "compat": compat}
 
 
 def all_knobs() -> dict[str, Knob]:

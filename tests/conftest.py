@@ -66,8 +66,23 @@ def _reset_state() -> None:
     compiler.make_backend.cache_clear()
 
 
+_REAL_IN_TREE = os.path.dirname(discovery.__file__)
+_real_in_tree_sources = discovery._in_tree_sources
+_real_entry_point_sources = discovery._entry_point_sources
+
+
+def _without_shipped_backends(monkeypatch) -> None:
+    """Hide Naiad's own in-tree backends (cpu, ...) so discovery tests see only their fixtures."""
+    monkeypatch.setattr(discovery, "_in_tree_sources", lambda: [
+        s for s in _real_in_tree_sources() if os.path.dirname(s.location) != _REAL_IN_TREE])
+    monkeypatch.setattr(discovery, "_entry_point_sources", lambda: [
+        s for s in _real_entry_point_sources() if not s.package.startswith("naiad.backends.")])
+
+
 @pytest.fixture(autouse=True)
-def _isolate(monkeypatch, tmp_path_factory):
+def _isolate(request, monkeypatch, tmp_path_factory):
+    if request.node.get_closest_marker("shipped_backends") is None:
+        _without_shipped_backends(monkeypatch)
     for var in list(os.environ):
         if var.startswith("NAIAD_"):
             monkeypatch.delenv(var, raising=False)

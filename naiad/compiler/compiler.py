@@ -50,6 +50,20 @@ class ASTSource:
     def parse_options(self) -> dict:
         return {}
 
+    def launch_signature(self, module: Any) -> list[tuple[str, str]]:
+        return [(name, self.signature.get(name, "constexpr")) for name in self.fn.arg_names]
+
+
+def _type_string(mlir_type: Any) -> str:
+    """Triton's type string of an IR argument type ("*fp32", "i32", "fp16")."""
+    from naiad.ir.types import TRITON_SCALAR_TYPES, PointerType
+    from naiad.language import dtypes
+
+    if isinstance(mlir_type, PointerType):
+        return "*" + _type_string(mlir_type.pointee_type)
+    name = next(n for n, t in TRITON_SCALAR_TYPES.items() if t == mlir_type and not n.startswith("uint"))
+    return dtypes.ty_to_str(dtypes.dtype(name))
+
 
 def _key_of(value: Any) -> str:
     return value.cache_key if isinstance(value, JITFunction) else repr(value)
@@ -79,11 +93,16 @@ class IRSource:
         if len(kernels) != 1:
             raise NaiadError(f"{self.path}: expected exactly one public tt.func (the kernel), "
                              f"found {len(kernels)}")
-        self.name = kernels[0].sym_name.data
+        self.kernel = kernels[0]
+        self.name = self.kernel.sym_name.data
         return module
 
     def parse_options(self) -> dict:
         return {}
+
+    def launch_signature(self, module: Any) -> list[tuple[str, str]]:
+        """IR files know only signless integers: they are launched as signed."""
+        return [(f"arg{i}", _type_string(t)) for i, t in enumerate(self.kernel.function_type.inputs.data)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,16 +119,41 @@ def make_backend(target: GPUTarget) -> BaseBackend:
 
 @dataclasses.dataclass
 class CompiledKernel:
-    """Every stage's output (``asm``), the JSON metadata, and the backend that made them."""
+    """Every stage's output (``asm``), the JSON metadata, and the backend that made them.
+
+    `launch` loads the binary through the driver on first use (``function``, ``n_regs``,
+    ``n_spills`` are then set) and runs the grid.
+    """
 
     name: str
     asm: dict[str, Any]
     metadata: dict[str, Any]
     backend: BaseBackend
+    signature: list[tuple[str, str]]
+
+    def __post_init__(self) -> None:
+        self.function: Any = None
+        self.module: Any = None
+        self.n_regs = self.n_spills = 0
+        self.launcher: Any = None
 
     @property
     def binary(self) -> bytes:
         return self.asm[self.backend.binary_ext]
+
+    def load(self, driver: Any) -> None:
+        if self.function is not None:
+            return
+        device = driver.get_current_device()
+        self.module, self.function, self.n_regs, self.n_spills, _ = driver.load_binary(
+            self.name, self.binary, self.metadata, device)
+        self.launcher = driver.make_launcher(self.signature, self.metadata)
+        self.packed_metadata = self.backend.pack_metadata(self.metadata)
+
+    def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
+        self.load(driver)
+        self.launcher(grid[0], grid[1], grid[2], driver.get_current_stream(), self.function,
+                      self.packed_metadata, None, None, None, *args)
 
 
 def compile(src: Any, target: GPUTarget | None = None, options: dict | None = None) -> CompiledKernel:
@@ -140,7 +184,8 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     for name in names[first:]:
         module = stages[name](module, metadata)
         asm[name] = bytes(module) if backend.stage_codec(name).binary else _stage_text(module)
-    return CompiledKernel(metadata.get("name", src.name), asm, metadata, backend)
+    return CompiledKernel(metadata.get("name", src.name), asm, metadata, backend,
+                          src.launch_signature(module))
 
 
 def _stage_text(ir: Any) -> Any:

@@ -169,6 +169,8 @@ class JITFunction:
         self.arg_names = [p.name for p in self.params]
         self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
         self._cache_key: str | None = None
+        #: (backend, target, specialization, options) -> compiled kernel, for this process.
+        self.cache: dict[tuple, Any] = {}
 
     # -- source ---------------------------------------------------------------------------
     @property
@@ -176,9 +178,10 @@ class JITFunction:
         return self._src
 
     def _unsafe_update_src(self, new_src: str) -> None:
-        """Replace the source (Triton's test suite edits kernels this way); drops the cache key."""
+        """Replace the source (Triton's test suite edits kernels this way); drops compiled kernels."""
         self._src = new_src
         self._cache_key = None
+        self.cache.clear()
 
     def parse(self) -> ast.Module:
         tree = ast.parse(self._src)
@@ -235,6 +238,47 @@ class JITFunction:
                 ty = p.annotation if not p.annotation.startswith("*") else ty
             result.append((ty, key))
         return result
+
+    # -- launching ----------------------------------------------------------------------------
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        """``kernel[grid](*args, **kwargs)``: ``grid`` is a tuple of up to 3 ints, or a callable
+        taking the bound arguments (a dict, meta-parameters included) and returning one."""
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
+        """Compile for these arguments without launching; returns the compiled kernel."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        from naiad.backends import selection
+        from naiad.compiler.compiler import ASTSource, compile
+
+        bound, options = self.bind(args, kwargs)
+        if self.debug is not None:
+            options.setdefault("debug", self.debug)
+        backend = selection.select(bound.values())
+        driver = selection.driver_for(backend)
+        target = driver.get_current_target()
+        specialization = self.specialization(bound)
+        key = (backend.name, target, repr(specialization), repr(sorted(options.items())))
+        kernel = self.cache.get(key)
+        if kernel is None:
+            signature, constexprs, attrs = {}, {}, {}
+            for p, (ty, spec_key) in zip(self.params, specialization):
+                signature[p.name] = ty
+                if ty == "constexpr":
+                    constexprs[p.name] = spec_key
+                elif spec_key == "D":
+                    attrs[p.name] = [["tt.divisibility", 16]]
+            kernel = compile(ASTSource(self, signature, constexprs, attrs), target=target, options=options)
+            self.cache[key] = kernel
+        if warmup:
+            return kernel
+        if callable(grid):
+            grid = grid(dict(bound, **options))
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        kernel.launch(driver, grid, list(bound.values()))
+        return kernel
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,144 @@
+"""The CPU backend's compiler: TTIR -> TTGIR -> LLVM IR -> object code for the host CPU.
+
+Stages (``kernel.asm`` keeps each):
+
+- ``ttir``: the shared TTIR passes (inlining, folding, CSE, ...);
+- ``ttgir``: the module with its target attributes (``ttg.num-warps = 1``: one thread runs a
+  program; tensors stay in the program's own memory, so no layouts are needed);
+- ``llir``: LLVM IR from `naiad.backends.cpu.lowering`, optimized at O3 for the host;
+- ``obj``: an ELF/Mach-O/COFF object the driver loads in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from typing import Any
+
+from naiad import knobs
+from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+
+DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
+
+
+@dataclasses.dataclass(frozen=True)
+class CPUOptions(BackendOptions):
+    """Triton's portable options; those about GPU warps and stages are accepted and ignored."""
+
+    num_warps: int = 4
+    num_ctas: int = 1
+    num_stages: int = 3
+    maxnreg: int | None = None
+    warp_size: int = 1
+    debug: bool = False
+    enable_fp_fusion: bool = True
+    sanitize_overflow: bool = False
+    default_dot_input_precision: str = "ieee"
+    allowed_dot_input_precisions: tuple = DOT_PRECISIONS
+    max_num_imprecise_acc_default: int = 0
+    supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16")
+    deprecated_fp8_dot_operand_dtypes: tuple = ()
+    launch_cooperative_grid: bool = False
+    instrumentation_mode: str = ""
+    backend_name: str = "cpu"
+    arch: str = ""
+
+
+class CPUBackend(BaseBackend):
+    api_version = BACKEND_API_VERSION
+    binary_ext = "obj"
+    cache_env_vars = ("NAIAD_DEBUG",)
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend == "cpu"
+
+    @functools.lru_cache(maxsize=None)
+    def hash(self) -> str:
+        import llvmlite
+
+        from naiad.backends.cpu.target import host_features
+
+        features = hashlib.sha256(host_features().encode()).hexdigest()[:16]
+        return f"llvmlite-{llvmlite.__version__}-{self.target.arch}-{features}"
+
+    def parse_options(self, options: dict[str, Any]) -> CPUOptions:
+        known = {f.name for f in dataclasses.fields(CPUOptions)}
+        values = {k: v for k, v in options.items() if k in known and v is not None}
+        if "debug" not in values:
+            values["debug"] = knobs.runtime.debug
+        values["arch"] = self.target.arch
+        if isinstance(values.get("allowed_dot_input_precisions"), list):
+            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
+        return CPUOptions(**values)
+
+    def add_stages(self, stages: dict, options: CPUOptions, language: Any) -> None:
+        stages["ttir"] = lambda module, metadata: _make_ttir(module)
+        stages["ttgir"] = lambda module, metadata: _make_ttgir(module, self.target)
+        stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options, self.target)
+        stages["obj"] = lambda llir, metadata: _make_object(llir, self.target)
+
+    def load_dialects(self, context: Any) -> None:
+        """The CPU backend has no dialect of its own."""
+
+    def get_module_map(self) -> dict[str, Any]:
+        from naiad.language.extra.cpu import libdevice
+
+        return {"naiad.language.extra.libdevice": libdevice}
+
+    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
+        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
+
+    def pack_metadata(self, metadata: Any) -> tuple:
+        return ()
+
+    def get_target_name(self, options: Any) -> str:
+        return f"cpu:{self.target.arch}"
+
+
+def _make_ttir(module: Any) -> Any:
+    from naiad.passes import run_ttir_pipeline
+
+    return run_ttir_pipeline(module)
+
+
+def _make_ttgir(module: Any, target: GPUTarget) -> Any:
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i32
+
+    module.attributes["ttg.num-warps"] = IntegerAttr(1, i32)
+    module.attributes["ttg.threads-per-warp"] = IntegerAttr(1, i32)
+    module.attributes["ttg.target"] = StringAttr(f"cpu:{target.arch}")
+    return module
+
+
+def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarget) -> str:
+    from naiad.backends.cpu.hooks import CPUHooks
+    from naiad.backends.cpu.lowering.kernel import KernelLowering
+    from naiad.backends.cpu.target import host_features, target_machine, vector_bytes
+    from naiad.backends.cpu.target import _binding
+
+    llvm = _binding()
+    machine = target_machine(target.arch)
+    lowering = KernelLowering(module, CPUHooks(options.debug), vector_bytes(host_features()) // 4,
+                              llvm.get_process_triple(), str(machine.target_data), options.debug)
+    llmod = lowering.lower()
+    metadata["name"] = lowering.func_op.sym_name.data
+    metadata["shared"] = 0
+    metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
+    parsed = llvm.parse_assembly(str(llmod))
+    parsed.verify()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(parsed, builder)
+    return str(parsed)
+
+
+def _make_object(llir: str, target: GPUTarget) -> bytes:
+    from naiad.backends.cpu.target import _binding, target_machine
+
+    llvm = _binding()
+    module = llvm.parse_assembly(llir)
+    return target_machine(target.arch).emit_object(module)

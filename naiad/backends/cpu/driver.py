@@ -1,0 +1,196 @@
+"""The CPU backend's driver: load object code in-process, run a grid on all cores through ctypes.
+
+A kernel's object code exports ``naiad_grid(args, nx, ny, nz, first, last)``.  A launch packs
+the arguments into 8-byte slots once, splits the programs into one contiguous share per thread,
+and calls ``naiad_grid`` from each thread; ctypes releases the GIL during the call, so the
+threads run in parallel and no Python runs per program.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import struct
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+from naiad import knobs
+from naiad.backends.compiler import GPUTarget
+from naiad.backends.driver import DriverBase
+from naiad.errors import NaiadError
+from naiad.runtime.jit import data_pointer
+
+_GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                              ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+
+#: Kernel argument type string -> struct format of its 8-byte slot, and the C type for AOT.
+_SLOTS = {
+    "i1": ("B7x", "bool"), "u1": ("B7x", "bool"), "i8": ("b7x", "int8_t"),
+    "u8": ("B7x", "uint8_t"), "i16": ("h6x", "int16_t"), "u16": ("H6x", "uint16_t"),
+    "i32": ("i4x", "int32_t"), "u32": ("I4x", "uint32_t"), "i64": ("q", "int64_t"),
+    "u64": ("Q", "uint64_t"), "fp16": ("e6x", "_Float16"), "bf16": ("H6x", "uint16_t"),
+    "fp32": ("f4x", "float"), "fp64": ("d", "double"),
+}
+_POINTER = ("Q", "void*")
+
+
+class CPULauncher:
+    """Packs a launch's arguments and runs the grid; built once per compiled kernel."""
+
+    def __init__(self, signature: Sequence[tuple[str, str]], threads: int,
+                 pool: Callable[[], concurrent.futures.ThreadPoolExecutor]):
+        self.names = [name for name, ty in signature if ty != "constexpr"]
+        self.types = [ty for name, ty in signature if ty != "constexpr"]
+        self.runtime = [i for i, (_, ty) in enumerate(signature) if ty != "constexpr"]
+        self.packer = struct.Struct("<" + "".join(_slot(ty)[0] for ty in self.types))
+        self.buffer = ctypes.create_string_buffer(max(8, self.packer.size))
+        self.address = ctypes.addressof(self.buffer)
+        self.threads = threads
+        self.pool = pool
+
+    def pack(self, args: Sequence[Any]) -> None:
+        values = []
+        for i, ty in zip(self.runtime, self.types):
+            value = args[i]
+            if ty.startswith("*"):
+                pointer = data_pointer(value)
+                value = 0 if value is None else pointer
+            elif ty == "bf16":
+                value = struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16
+            values.append(value)
+        self.packer.pack_into(self.buffer, 0, *values)
+
+    def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
+                 packed_metadata: tuple, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
+                 *args: Any) -> None:
+        """Triton's launcher convention; ``function`` is the grid function of `load_binary`."""
+        total = grid_x * grid_y * grid_z
+        if total <= 0:
+            return
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        self.pack(args)
+        workers = min(self.threads, total)
+        if workers <= 1:
+            function(self.address, grid_x, grid_y, grid_z, 0, total)
+        else:
+            bounds = [total * i // workers for i in range(workers + 1)]
+            futures = [self.pool().submit(function, self.address, grid_x, grid_y, grid_z,
+                                          bounds[i], bounds[i + 1]) for i in range(1, workers)]
+            function(self.address, grid_x, grid_y, grid_z, bounds[0], bounds[1])
+            for future in futures:
+                future.result()
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
+
+
+def _slot(ty: str) -> tuple[str, str]:
+    if ty.startswith("*"):
+        return _POINTER
+    try:
+        return _SLOTS[ty]
+    except KeyError:
+        raise NaiadError(f"arguments of type {ty} cannot be passed to CPU kernels") from None
+
+
+class LoadedObject:
+    """An object file loaded into this process; keeps LLVM's execution engine alive."""
+
+    def __init__(self, binary: bytes):
+        from naiad.backends.cpu.target import _binding, host_target, target_machine
+
+        llvm = _binding()
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                 target_machine(host_target().arch))
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
+        self.engine.finalize_object()
+        address = self.engine.get_function_address("naiad_grid")
+        if not address:
+            raise NaiadError("the CPU object code has no naiad_grid function")
+        self.grid = _GRID_TYPE(address)
+
+
+class CPUDriver(DriverBase):
+    device_types = ("cpu",)
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def is_active(cls) -> bool:
+        try:
+            import llvmlite.binding  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @classmethod
+    def why_inactive(cls) -> str:
+        return "llvmlite cannot be imported (pip install llvmlite)"
+
+    def get_current_target(self) -> GPUTarget:
+        from naiad.backends.cpu.target import host_target
+
+        return host_target()
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: int) -> None:
+        if device != 0:
+            raise NaiadError(f"the CPU backend has one device (0), not {device}")
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        return _slot(ty)[1]
+
+    def get_benchmarker(self) -> Callable:
+        return benchmark
+
+    def threads(self) -> int:
+        return knobs.cpu.threads or os.cpu_count() or 1
+
+    def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(1, self.threads() - 1), thread_name_prefix="naiad-cpu")
+            return self._pool
+
+    def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
+        loaded = LoadedObject(binary)
+        return loaded, loaded.grid, 0, 0, 1
+
+    def unload_module(self, module: Any) -> None:
+        """MCJIT frees the code with its engine, when ``module`` is garbage-collected."""
+
+    def make_launcher(self, signature: Any, metadata: Any) -> CPULauncher:
+        """``signature``: (name, Triton type string) for every parameter, constexprs included."""
+        return CPULauncher(signature, self.threads(), self._thread_pool)
+
+    def get_device_properties(self, device: int) -> dict[str, Any]:
+        return {"max_shared_mem": 0, "multiprocessor_count": os.cpu_count() or 1,
+                "max_num_regs": 0, "warpSize": 1}
+
+
+def benchmark(kernel_call: Callable[[], Any], *, quantiles: Sequence[float] = (0.5, 0.2, 0.8),
+              warmup: int = 3, rep: float = 100.0, **kwargs: Any) -> list[float]:
+    """Time ``kernel_call`` on the host (ms); quantiles over repeated runs for ~``rep`` ms."""
+    for _ in range(warmup):
+        kernel_call()
+    start = time.perf_counter()
+    kernel_call()
+    estimate = max(time.perf_counter() - start, 1e-7)
+    runs = max(5, min(10000, int(rep / 1000 / estimate)))
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        kernel_call()
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]

@@ -1,0 +1,358 @@
+"""TTIR kernel -> one LLVM function per program, plus the grid function the driver calls.
+
+``naiad_kernel(args, pid_x, pid_y, pid_z, n_x, n_y, n_z)`` runs one program; the arguments come
+packed in 8-byte slots of ``args``.  ``naiad_grid(args, n_x, n_y, n_z, first, last)`` runs
+programs ``first .. last-1`` (linear ids, x fastest): a driver thread calls it once per share
+of the grid, so no Python runs per program.
+
+Op by op, in program order: scalars become LLVM values; tensors become `Lazy` (computed inside
+whatever loop consumes them) or `Buffer` (materialized, when used twice, across a region, or by
+an op that needs random access).  Ops with effects (stores, atomics) and ops that produce whole
+tensors (reductions, scans, dot) emit their own loops, evaluating operands chunk by chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects import gpu, scf
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, SSAValue
+
+from naiad.backends.cpu.lowering import control, matmul, memory, reductions
+from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
+                                               buffer_element, numel)
+from naiad.codegen import elementwise, llvm_types as lt
+from naiad.ir import arith, tt
+
+ARG_SLOT = 8
+#: Tensor ops that are cheap to recompute wherever they are used (no memory traffic).
+_CHEAP = (arith.ConstantOp, tt.SplatOp, tt.MakeRangeOp, tt.ExpandDimsOp, tt.ReshapeOp,
+          tt.BroadcastOp)
+_MAX_RECOMPUTE = 6
+
+
+class KernelLowering:
+    """Lowers the public ``tt.func`` of a TTIR module into an llvmlite module."""
+
+    def __init__(self, module: ModuleOp, hooks: Any, lanes: int, triple: str, data_layout: str,
+                 debug: bool = False):
+        self.module = module
+        self.hooks = hooks
+        self.lanes = lanes
+        self.debug = debug
+        self.llmod = ir.Module(name="naiad_kernel")
+        self.llmod.triple = triple
+        self.llmod.data_layout = data_layout
+        self.env: dict[SSAValue, Any] = {}
+        self.chunks = ChunkEmitter(self)
+        self.b: ir.IRBuilder = None  # type: ignore[assignment]
+        self._contexts: dict[int, elementwise.Lowering] = {}
+        self.position = 0
+
+    # -- entry ------------------------------------------------------------------------------
+    def lower(self) -> ir.Module:
+        func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
+                    and op.sym_visibility is not None and op.sym_visibility.data == "public")
+        self.func_op = func
+        self.uses = _use_counts(func)
+        body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6), "naiad_kernel")
+        body.linkage = "internal"
+        body.attributes.add("alwaysinline")
+        entry = body.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        start = body.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        args_ptr, *ids = body.args
+        self.program_ids, self.num_programs = ids[:3], ids[3:]
+        self._unpack_arguments(func, args_ptr)
+        self.lower_block(func.body.block)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        self.alloca_builder.branch(start)
+        self._grid_function(body)
+        return self.llmod
+
+    def _unpack_arguments(self, func: Any, args_ptr: ir.Value) -> None:
+        for i, arg in enumerate(func.body.block.args):
+            slot = self.b.gep(args_ptr, [ir.Constant(lt.I64, i * ARG_SLOT)], source_etype=lt.I8)
+            storage = lt.scalar(arg.type)
+            stored = lt.I8 if storage == lt.I1 else storage
+            value = self.b.load(slot, typ=stored, align=lt.byte_size(stored))
+            self.env[arg] = self.b.trunc(value, lt.I1) if storage == lt.I1 else value
+
+    def _grid_function(self, body: ir.Function) -> None:
+        """``naiad_grid(args, nx, ny, nz, first, last)``: run programs first..last-1."""
+        fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 5), "naiad_grid")
+        args, nx, ny, nz, first, last = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        header, loop, done = (fn.append_basic_block(n) for n in ("header", "loop", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        pid = b.phi(lt.I32)
+        pid.add_incoming(first, fn.blocks[0])
+        b.cbranch(b.icmp_signed("<", pid, last), loop, done)
+        b.position_at_end(loop)
+        x = b.urem(pid, nx)
+        rest = b.udiv(pid, nx)
+        b.call(body, [args, x, b.urem(rest, ny), b.udiv(rest, ny), nx, ny, nz])
+        pid.add_incoming(b.add(pid, ir.Constant(lt.I32, 1)), loop)
+        b.branch(header)
+        b.position_at_end(done)
+        b.ret_void()
+
+    # -- values --------------------------------------------------------------------------------
+    def ctx(self, lanes: int) -> elementwise.Lowering:
+        context = self._contexts.get(lanes)
+        if context is None or context.b is not self.b:
+            context = self._contexts[lanes] = elementwise.Lowering(self.b, self.hooks, lanes)
+        return context
+
+    def lookup(self, value: SSAValue) -> Any:
+        try:
+            return self.env[value]
+        except KeyError:
+            raise RuntimeError(f"internal error: {value} has no lowered value") from None
+
+    def scalar(self, value: SSAValue) -> ir.Value:
+        held = self.lookup(value)
+        if isinstance(held, (Buffer, Lazy)):
+            raise RuntimeError(f"internal error: expected a scalar for {value.type}")
+        return held
+
+    def scalar_constant(self, value: Any, mlir_elem: Any) -> ir.Value:
+        storage = lt.scalar(mlir_elem)
+        if lt.is_bf16(mlir_elem):
+            import struct
+
+            bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            return ir.Constant(lt.I16, rounded)
+        if isinstance(storage, ir.IntType):
+            v = int(value) & ((1 << storage.width) - 1)
+            return ir.Constant(storage, v)
+        return ir.Constant(storage, float(value))
+
+    def constant_value(self, value: SSAValue) -> int | None:
+        """The integer a value is known to hold everywhere (constants and their splats)."""
+        owner = value.owner
+        if isinstance(owner, tt.SplatOp):
+            return self.constant_value(owner.src)
+        if isinstance(owner, arith.ConstantOp):
+            attr = owner.value
+            data = attr.get_values() if hasattr(attr, "get_values") else [attr.value.data]
+            if len(set(data)) == 1 and isinstance(data[0], int):
+                return data[0]
+        return None
+
+    def buffer(self, mlir_type: Any) -> Buffer:
+        """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry)."""
+        storage = buffer_element(mlir_type)
+        count = numel(mlir_type)
+        ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
+        ptr.align = 64
+        return Buffer(self.alloca_builder.bitcast(ptr, lt.PTR), mlir_type)
+
+    def materialize(self, value: SSAValue, into: Buffer | None = None) -> Buffer:
+        """Compute ``value`` into a buffer (``into`` or a new one) and remember it there."""
+        held = self.lookup(value)
+        if isinstance(held, Buffer) and into is None:
+            return held
+        target = into or self.buffer(value.type)
+        if isinstance(held, Buffer):
+            self.copy(held, target)
+        else:
+            self.for_each_chunk(value.type, lambda index, lanes: self.chunks.store_chunk(
+                target, index, self.chunks.value_at(value, index, lanes)))
+        if into is None:
+            self.env[value] = target
+        return target
+
+    def copy(self, source: Buffer, target: Buffer) -> None:
+        size = numel(source.mlir_type) * lt.byte_size(lt.scalar(source.mlir_type))
+        memcpy = lt.intrinsic(self.llmod, "memcpy", [lt.PTR, lt.PTR, lt.I64], lt.VOID,
+                              [lt.PTR, lt.PTR, lt.I64, lt.I1])
+        self.b.call(memcpy, [target.ptr, source.ptr, ir.Constant(lt.I64, size), ir.Constant(lt.I1, 0)])
+
+    def chunk_lanes(self, count: int) -> int:
+        return min(self.lanes, count)
+
+    def for_each_chunk(self, mlir_type: Any, body: Callable[[ir.Value, int], None]) -> None:
+        """Run ``body(linear index, lanes)`` over every chunk of a tensor of ``mlir_type``."""
+        count = numel(mlir_type)
+        lanes = self.chunk_lanes(count)
+        self.counted_loop(count // lanes, lambda i: body(self.b.mul(i, ir.Constant(lt.I32, lanes)), lanes))
+
+    def counted_loop(self, trips: int, body: Callable[[ir.Value], None],
+                     start: ir.Value | None = None) -> None:
+        """``for i in range(trips): body(i)`` as an LLVM loop (inline when it runs once)."""
+        if trips == 1 and start is None:
+            self.chunks.reset_cache()
+            body(ir.Constant(lt.I32, 0))
+            self.chunks.reset_cache()
+            return
+        fn = self.b.function
+        pre = self.b.block
+        header, loop, done = fn.append_basic_block("loop.header"), fn.append_basic_block("loop.body"), \
+            fn.append_basic_block("loop.done")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.phi(lt.I32)
+        i.add_incoming(start or ir.Constant(lt.I32, 0), pre)
+        self.b.cbranch(self.b.icmp_signed("<", i, ir.Constant(lt.I32, trips)), loop, done)
+        self.b.position_at_end(loop)
+        self.chunks.reset_cache()
+        body(i)
+        self.chunks.reset_cache()
+        i.add_incoming(self.b.add(i, ir.Constant(lt.I32, 1)), self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    # -- ops ---------------------------------------------------------------------------------------
+    def lower_block(self, block: Block) -> None:
+        for position, op in enumerate(list(block.ops)):
+            self.position = position
+            self.lower_op(op)
+
+    def lower_op(self, op: Any) -> None:
+        if _has_effects(op):
+            self._materialize_pending_loads(op)
+        handler = _HANDLERS.get(type(op))
+        if handler is not None:
+            handler(self, op)
+        elif isinstance(op, ELEMENTWISE) or isinstance(op, tuple(_LAZY_SHAPE_OPS)):
+            self._lower_value_op(op)
+        else:
+            raise NotImplementedError(f"the CPU backend cannot lower {op.name} yet")
+
+    def _lower_value_op(self, op: Any) -> None:
+        result = op.results[0]
+        if not isinstance(result.type, TensorType):
+            args = [self.scalar(v) for v in op.operands]
+            self.env[result] = elementwise.lower(self.ctx(1), op, args)
+            return
+        self.env[result] = Lazy(op)
+        if self._must_materialize(result):
+            self.materialize(result)
+
+    def _must_materialize(self, value: SSAValue) -> bool:
+        uses = self.uses.get(value, (0, False))
+        count, elsewhere = uses
+        cost = _recompute_cost(self, value)
+        if elsewhere or count > 1:
+            return cost > 2 or _contains_load(self, value)
+        return False
+
+    def _materialize_pending_loads(self, op: Any) -> None:
+        """Loads happen in program order: compute every lazy value that still reads memory
+        before an op with effects runs."""
+        for value, held in list(self.env.items()):
+            if isinstance(held, Lazy) and _contains_load(self, value) and _used_after(value, op):
+                self.materialize(value)
+
+    def dot_destination(self, op: Any) -> Buffer | None:
+        return control.dot_destination(self, op)
+
+    def evaluate_special(self, op: Any, result_index: int, index: ir.Value, lanes: int) -> ir.Value:
+        """Chunks of lazy ops that are not element-wise rules or index remaps (loads)."""
+        if isinstance(op, tt.LoadOp):
+            return memory.load_chunk(self, op, index, lanes)
+        raise NotImplementedError(f"the CPU backend cannot evaluate {op.name} lazily")
+
+
+def _used_after(value: SSAValue, op: Any) -> bool:
+    block = op.parent_block()
+    for use in value.uses:
+        user = use.operation
+        while user is not None and user.parent_block() is not block:
+            user = user.parent_op()
+        if user is not None and user is not op and block.get_operation_index(user) > block.get_operation_index(op):
+            return True
+    return False
+
+
+def _recompute_cost(kernel: KernelLowering, value: SSAValue, depth: int = 0) -> int:
+    held = kernel.env.get(value)
+    if not isinstance(held, Lazy):
+        return 0
+    if depth > _MAX_RECOMPUTE:
+        return _MAX_RECOMPUTE + 1
+    own = 0 if isinstance(held.op, _CHEAP) else 1
+    return own + sum(_recompute_cost(kernel, v, depth + 1) for v in held.op.operands
+                     if isinstance(v.type, TensorType))
+
+
+def _contains_load(kernel: KernelLowering, value: SSAValue, depth: int = 0) -> bool:
+    held = kernel.env.get(value)
+    if not isinstance(held, Lazy) or depth > 64:
+        return False
+    if isinstance(held.op, tt.LoadOp):
+        return True
+    return any(_contains_load(kernel, v, depth + 1) for v in held.op.operands
+               if isinstance(v.type, TensorType))
+
+
+def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
+    """value -> (number of using ops, whether some use is in another block or a terminator)."""
+    counts: dict[SSAValue, tuple[int, bool]] = {}
+    for op in func.walk():
+        for value in {id(v): v for v in op.operands}.values():
+            count, elsewhere = counts.get(value, (0, False))
+            defined_in = value.owner if isinstance(value.owner, Block) else value.owner.parent_block()
+            terminator = isinstance(op, (scf.YieldOp, scf.ConditionOp, tt.ReturnOp))
+            counts[value] = (count + 1, elsewhere or defined_in is not op.parent_block() or terminator)
+    return counts
+
+
+def _has_effects(op: Any) -> bool:
+    return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.PrintOp, tt.AssertOp,
+                           scf.ForOp, scf.WhileOp, scf.IfOp))
+
+
+def _get_program_id(kernel: KernelLowering, op: Any) -> None:
+    kernel.env[op.results[0]] = kernel.program_ids[op.axis_index]
+
+
+def _get_num_programs(kernel: KernelLowering, op: Any) -> None:
+    kernel.env[op.results[0]] = kernel.num_programs[op.axis_index]
+
+
+def _constant(kernel: KernelLowering, op: Any) -> None:
+    result = op.results[0]
+    if isinstance(result.type, TensorType):
+        kernel.env[result] = Lazy(op)
+        return
+    attr = op.value
+    kernel.env[result] = kernel.scalar_constant(attr.value.data, result.type)
+
+
+def _return(kernel: KernelLowering, op: Any) -> None:
+    kernel.b.ret_void()
+
+
+def _ignore(kernel: KernelLowering, op: Any) -> None:
+    """Ops that mean nothing on one CPU thread per program (barriers, hints)."""
+
+
+_LAZY_SHAPE_OPS = (arith.ConstantOp, tt.SplatOp, tt.MakeRangeOp, tt.ExpandDimsOp, tt.ReshapeOp,
+                   tt.BroadcastOp, tt.TransOp, tt.LoadOp)
+
+_HANDLERS: dict[type, Callable[[KernelLowering, Any], None]] = {
+    tt.GetProgramIdOp: _get_program_id,
+    tt.GetNumProgramsOp: _get_num_programs,
+    arith.ConstantOp: _constant,
+    tt.ReturnOp: _return,
+    gpu.BarrierOp: _ignore,
+    tt.AssumeOp: _ignore,
+    tt.LoadOp: memory.lower_load,
+    tt.StoreOp: memory.lower_store,
+    tt.AtomicRMWOp: memory.lower_atomic_rmw,
+    tt.AtomicCASOp: memory.lower_atomic_cas,
+    tt.ReduceOp: reductions.lower_reduce,
+    tt.ScanOp: reductions.lower_scan,
+    tt.DotOp: matmul.lower_dot,
+    scf.ForOp: control.lower_for,
+    scf.IfOp: control.lower_if,
+    scf.WhileOp: control.lower_while,
+}

@@ -1,0 +1,232 @@
+"""Loads, stores and atomics on the CPU.
+
+A chunk of pointers whose lanes are consecutive elements (known from `lane_stride`) becomes one
+vector load or store, masked with ``llvm.masked.load`` / ``llvm.masked.store`` when there is a
+mask; any other chunk becomes ``llvm.masked.gather`` / ``llvm.masked.scatter``.  A masked-off
+lane never touches memory.  ``int1`` tensors are stored as one byte per element, as in Triton.
+Atomics run element by element (LLVM's ``atomicrmw`` is scalar) in program order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import TensorType
+
+from naiad.backends.cpu.lowering.tiles import Lazy, lane_stride
+from naiad.codegen import llvm_types as lt
+
+
+def _memory_type(value_type: Any) -> ir.Type:
+    """How an element is laid out in memory: booleans take a byte."""
+    storage = lt.scalar(value_type)
+    return lt.I8 if storage == lt.I1 else storage
+
+
+def _to_memory(kernel: Any, value: ir.Value, value_type: Any, lanes: int) -> ir.Value:
+    if lt.scalar(value_type) == lt.I1:
+        return kernel.b.zext(value, lt.vector(lt.I8, lanes))
+    return value
+
+
+def _from_memory(kernel: Any, value: ir.Value, value_type: Any, lanes: int) -> ir.Value:
+    if lt.scalar(value_type) == lt.I1:
+        return kernel.b.icmp_unsigned("!=", value, kernel.ctx(lanes).const(lt.I8, 0))
+    return value
+
+
+def _pointers(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
+    return kernel.b.inttoptr(addresses, lt.vector(lt.PTR, lanes))
+
+
+def _first_address(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
+    first = addresses if lanes == 1 else kernel.b.extract_element(addresses, ir.Constant(lt.I32, 0))
+    return kernel.b.inttoptr(first, lt.PTR)
+
+
+def _contiguous(kernel: Any, pointer_value: Any, element: ir.Type, lanes: int) -> bool:
+    return lanes > 1 and lane_stride(kernel, pointer_value, lanes) == lt.byte_size(element)
+
+
+# -- loads ---------------------------------------------------------------------------------------
+def lower_load(kernel: Any, op: Any) -> None:
+    result = op.results[0]
+    if isinstance(result.type, TensorType):
+        kernel.env[result] = Lazy(op)
+        if kernel._must_materialize(result):
+            kernel.materialize(result)
+        return
+    kernel.env[result] = load_chunk(kernel, op, None, 1)
+
+
+def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.Value:
+    """The chunk ``index .. index+lanes-1`` of ``tt.load`` (a scalar load when index is None)."""
+    def operand(value: Any) -> ir.Value:
+        return kernel.scalar(value) if index is None else kernel.chunks.value_at(value, index, lanes)
+
+    value_type = op.results[0].type
+    element = _memory_type(value_type)
+    addresses = operand(op.ptr)
+    mask = operand(op.mask) if op.mask is not None else None
+    passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
+    passthru = _to_memory(kernel, passthru, value_type, lanes)
+    kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
+    b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
+    vec = lt.vector(element, lanes)
+    if lanes == 1:
+        loaded = _scalar_load(kernel, addresses, mask, passthru, element)
+    elif _contiguous(kernel, op.ptr, element, lanes):
+        first = _first_address(kernel, addresses, lanes)
+        if mask is None:
+            loaded = b.load(first, typ=vec, align=lt.byte_size(element))
+        else:
+            fn = lt.intrinsic(kernel.llmod, "masked.load", [vec, lt.PTR], vec,
+                              [lt.PTR, lt.I32, mask.type, vec])
+            loaded = b.call(fn, [first, align, mask, passthru])
+    else:
+        ptrs = _pointers(kernel, addresses, lanes)
+        mask = mask if mask is not None else kernel.ctx(lanes).const(lt.I1, 1)
+        fn = lt.intrinsic(kernel.llmod, "masked.gather", [vec, ptrs.type], vec,
+                          [ptrs.type, lt.I32, mask.type, vec])
+        loaded = b.call(fn, [ptrs, align, mask, passthru])
+    return _from_memory(kernel, loaded, value_type, lanes)
+
+
+def _scalar_load(kernel: Any, address: ir.Value, mask: ir.Value | None, passthru: ir.Value,
+                 element: ir.Type) -> ir.Value:
+    b = kernel.b
+    if mask is None:
+        return b.load(b.inttoptr(address, lt.PTR), typ=element, align=lt.byte_size(element))
+    pre = b.block
+    then, merge = b.append_basic_block("load.then"), b.append_basic_block("load.merge")
+    b.cbranch(mask, then, merge)
+    b.position_at_end(then)
+    loaded = b.load(b.inttoptr(address, lt.PTR), typ=element, align=lt.byte_size(element))
+    b.branch(merge)
+    b.position_at_end(merge)
+    phi = b.phi(element)
+    phi.add_incoming(loaded, then)
+    phi.add_incoming(passthru, pre)
+    return phi
+
+
+# -- stores --------------------------------------------------------------------------------------
+def lower_store(kernel: Any, op: Any) -> None:
+    if not isinstance(op.ptr.type, TensorType):
+        mask = kernel.scalar(op.mask) if op.mask is not None else None
+        store_chunk(kernel, op, kernel.scalar(op.ptr), kernel.scalar(op.value), mask, 1)
+        return
+
+    def chunk(index: ir.Value, lanes: int) -> None:
+        def at(v: Any) -> ir.Value:
+            return kernel.chunks.value_at(v, index, lanes)
+
+        mask = at(op.mask) if op.mask is not None else None
+        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes)
+
+    kernel.for_each_chunk(op.ptr.type, chunk)
+
+
+def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask: ir.Value | None,
+                lanes: int) -> None:
+    value_type = op.value.type
+    element = _memory_type(value_type)
+    value = _to_memory(kernel, value, value_type, lanes)
+    kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
+    b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
+    if lanes == 1:
+        if mask is None:
+            b.store(value, b.inttoptr(addresses, lt.PTR), align=lt.byte_size(element))
+            return
+        with b.if_then(mask):
+            b.store(value, b.inttoptr(addresses, lt.PTR), align=lt.byte_size(element))
+        return
+    if _contiguous(kernel, op.ptr, element, lanes):
+        first = _first_address(kernel, addresses, lanes)
+        if mask is None:
+            b.store(value, first, align=lt.byte_size(element))
+            return
+        fn = lt.intrinsic(kernel.llmod, "masked.store", [value.type, lt.PTR], lt.VOID,
+                          [value.type, lt.PTR, lt.I32, mask.type])
+        b.call(fn, [value, first, align, mask])
+        return
+    ptrs = _pointers(kernel, addresses, lanes)
+    mask = mask if mask is not None else kernel.ctx(lanes).const(lt.I1, 1)
+    fn = lt.intrinsic(kernel.llmod, "masked.scatter", [value.type, ptrs.type], lt.VOID,
+                      [value.type, ptrs.type, lt.I32, mask.type])
+    b.call(fn, [value, ptrs, align, mask])
+
+
+# -- atomics -------------------------------------------------------------------------------------
+_RMW = {"add": "add", "fadd": "fadd", "and": "and", "or": "or", "xor": "xor", "max": "max",
+        "min": "min", "umax": "umax", "umin": "umin", "exch": "xchg"}
+_ORDERING = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
+             "acq_rel": "acq_rel"}
+
+
+def _atomic_elementwise(kernel: Any, op: Any, emit: Any) -> None:
+    """Run ``emit(address, operands..., mask)`` per element; results into a buffer or a scalar."""
+    result = op.results[0]
+    operands = [v for v in op.operands]
+    if not isinstance(result.type, TensorType):
+        kernel.env[result] = emit(*[kernel.scalar(v) for v in operands])
+        return
+    target = kernel.buffer(result.type)
+
+    def chunk(index: ir.Value, lanes: int) -> None:
+        values = [kernel.chunks.value_at(v, index, 1) for v in operands]
+        kernel.chunks.store_chunk(target, index, emit(*values))
+
+    count = 1
+    for d in result.type.get_shape():
+        count *= d
+    kernel.counted_loop(count, lambda i: chunk(i, 1))
+    kernel.env[result] = target
+
+
+def _guarded(kernel: Any, mask: ir.Value | None, element: ir.Type, body: Any) -> ir.Value:
+    """``body()`` when ``mask`` is true (or absent), else zero."""
+    b = kernel.b
+    if mask is None:
+        return body()
+    pre = b.block
+    then, merge = b.append_basic_block("atomic.then"), b.append_basic_block("atomic.merge")
+    b.cbranch(mask, then, merge)
+    b.position_at_end(then)
+    value = body()
+    then_end = b.block
+    b.branch(merge)
+    b.position_at_end(merge)
+    phi = b.phi(element)
+    phi.add_incoming(value, then_end)
+    phi.add_incoming(ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0), pre)
+    return phi
+
+
+def lower_atomic_rmw(kernel: Any, op: Any) -> None:
+    kind = _RMW[op.atomic_rmw_op.data.value]
+    ordering = _ORDERING[op.sem.data.value]
+    element = lt.scalar(op.val.type)
+    has_mask = op.mask is not None
+
+    def emit(address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
+        kernel.hooks.check_access(kernel, op, address, mask[0] if mask else None, 1, element)
+        return _guarded(kernel, mask[0] if has_mask else None, element, lambda: kernel.b.atomic_rmw(
+            kind, kernel.b.inttoptr(address, lt.PTR), value, ordering))
+
+    _atomic_elementwise(kernel, op, emit)
+
+
+def lower_atomic_cas(kernel: Any, op: Any) -> None:
+    ordering = _ORDERING[op.sem.data.value]
+    element = lt.scalar(op.val.type)
+
+    def emit(address: ir.Value, expected: ir.Value, value: ir.Value) -> ir.Value:
+        kernel.hooks.check_access(kernel, op, address, None, 1, element)
+        failure = "monotonic" if ordering in ("release", "monotonic") else "acquire"
+        pair = kernel.b.cmpxchg(kernel.b.inttoptr(address, lt.PTR), expected, value, ordering, failure)
+        return kernel.b.extract_value(pair, 0)
+
+    _atomic_elementwise(kernel, op, emit)
+

@@ -1,0 +1,215 @@
+"""``tt.reduce`` and ``tt.scan`` on the CPU, with the combine region applied to whole vectors.
+
+The combine region holds scalar element-wise ops; the shared rules apply them to vectors as
+well, so the region combines ``lanes`` independent accumulators at once.
+
+Reduce: along the last axis (contiguous), each output element keeps a vector of partial results
+that is folded at the end by halving shuffles; along another axis, ``lanes`` consecutive output
+elements are reduced side by side.  Both rely on the combine being associative, as Triton's
+reductions do.  Scan walks its axis sequentially, ``lanes`` rows side by side when the axis is not
+the last one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import TensorType
+
+from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of, strides
+from naiad.codegen import elementwise, llvm_types as lt
+
+
+def apply_region(kernel: Any, region: Any, args: list[ir.Value], lanes: int) -> list[ir.Value]:
+    """Run a combine region on (vector) values: block args bound to ``args``, terminator's values."""
+    block = region.block
+    saved = {a: kernel.env.get(a) for a in block.args}
+    for arg, value in zip(block.args, args):
+        kernel.env[arg] = value
+    context = kernel.ctx(lanes)
+    results: list[ir.Value] = []
+    for op in block.ops:
+        if op is block.last_op:
+            results = [kernel.env[v] for v in op.operands]
+            break
+        if type(op) not in elementwise.RULES and op.name != "arith.constant":
+            raise NotImplementedError(f"{op.name} in a reduction's combine function is not supported "
+                                      f"on the CPU yet")
+        if op.name == "arith.constant":
+            kernel.env[op.results[0]] = context.splat(
+                kernel.scalar_constant(op.value.value.data, op.results[0].type))
+            continue
+        kernel.env[op.results[0]] = elementwise.lower(context, op, [kernel.env[v] for v in op.operands])
+    for arg, value in saved.items():
+        if value is None:
+            kernel.env.pop(arg, None)
+        else:
+            kernel.env[arg] = value
+    return results
+
+
+def _input_index(kernel: Any, out_index: ir.Value, k: ir.Value, shape: list[int], axis: int) -> ir.Value:
+    """Linear input index of output element ``out_index`` at position ``k`` along ``axis``."""
+    out_shape = shape[:axis] + shape[axis + 1:]
+    parts = kernel.chunks.split_index(out_index, out_shape) if out_shape else []
+    parts.insert(axis, k)
+    return kernel.chunks.join_index(parts, shape, out_index)
+
+
+def _horizontal(kernel: Any, region: Any, values: list[ir.Value], lanes: int) -> list[ir.Value]:
+    """Fold the lanes of each vector into lane 0 by combining halves."""
+    b = kernel.b
+    while lanes > 1:
+        half = lanes // 2
+        low = [b.shuffle_vector(v, v, ir.Constant(ir.VectorType(lt.I32, half), list(range(half))))
+               for v in values]
+        high = [b.shuffle_vector(v, v, ir.Constant(ir.VectorType(lt.I32, half), list(range(half, lanes))))
+                for v in values]
+        values = apply_region(kernel, region, low + high, half)
+        lanes = half
+    return values
+
+
+def lower_reduce(kernel: Any, op: Any) -> None:
+    inputs = list(op.operands)
+    shape = shape_of(inputs[0].type)
+    axis = op.axis.value.data
+    n = shape[axis]
+    region = op.regions[0]
+    results = list(op.results)
+    scalar_result = not isinstance(results[0].type, TensorType)
+    targets = None if scalar_result else [kernel.buffer(r.type) for r in results]
+    out_count = max(1, numel(results[0].type) if not scalar_result else 1)
+    along_last = axis == len(shape) - 1
+    lanes = kernel.chunk_lanes(n) if along_last else kernel.chunk_lanes(out_count)
+    if not along_last and (shape[-1] < lanes):
+        lanes = 1
+    collected: list[ir.Value] = []
+
+    def reduce_one(out_index: ir.Value) -> list[ir.Value]:
+        """The reduced values of output element(s) starting at ``out_index``."""
+        if along_last:
+            base = _input_index(kernel, out_index, ir.Constant(lt.I32, 0), shape, axis)
+            acc = [kernel.chunks.value_at(v, base, lanes) for v in inputs]
+            acc = _accumulate(kernel, region, inputs, acc, lambda k: kernel.b.add(base, k), lanes,
+                              lanes, n)
+            return _horizontal(kernel, region, acc, lanes)
+        first = _input_index(kernel, out_index, ir.Constant(lt.I32, 0), shape, axis)
+        acc = [kernel.chunks.value_at(v, first, lanes) for v in inputs]
+        step = strides(shape)[axis]
+        return _accumulate(kernel, region, inputs, acc,
+                           lambda k: kernel.b.add(first, kernel.b.mul(k, ir.Constant(lt.I32, step))),
+                           1, lanes, n)
+
+    def chunk(i: ir.Value) -> None:
+        out_index = kernel.b.mul(i, ir.Constant(lt.I32, 1 if along_last else lanes))
+        values = reduce_one(out_index)
+        if scalar_result:
+            collected.extend(values)
+            return
+        for target, value in zip(targets, values):
+            kernel.chunks.store_chunk(target, out_index, value)
+
+    trips = out_count if along_last else out_count // lanes
+    kernel.counted_loop(trips, chunk)
+    for result, target in zip(results, targets or collected):
+        kernel.env[result] = target
+
+
+def _accumulate(kernel: Any, region: Any, inputs: list, acc: list[ir.Value], index_of: Any,
+                step: int, lanes: int, n: int) -> list[ir.Value]:
+    """Fold positions ``step, 2*step, .. < n`` along the axis into ``acc`` with a loop."""
+    trips = n // step - 1
+    if trips <= 0:
+        return acc
+    b = kernel.b
+    pre = b.block
+    header, body, done = (b.append_basic_block(f"reduce.{name}") for name in ("header", "body", "done"))
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(lt.I32)
+    k.add_incoming(ir.Constant(lt.I32, step), pre)
+    phis = []
+    for value in acc:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, pre)
+        phis.append(phi)
+    b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, n)), body, done)
+    b.position_at_end(body)
+    saved_cache = dict(kernel.chunks._cache)
+    kernel.chunks.reset_cache()
+    index = index_of(k)
+    nxt = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
+    combined = apply_region(kernel, region, list(phis) + nxt, lanes)
+    kernel.chunks._cache = saved_cache
+    for phi, value in zip(phis, combined):
+        phi.add_incoming(value, b.block)
+    k.add_incoming(b.add(k, ir.Constant(lt.I32, step)), b.block)
+    b.branch(header)
+    b.position_at_end(done)
+    return list(phis)
+
+
+def lower_scan(kernel: Any, op: Any) -> None:
+    inputs = list(op.operands)
+    shape = shape_of(inputs[0].type)
+    axis = op.axis.value.data
+    reverse = bool(op.reverse.value.data)
+    n = shape[axis]
+    region = op.regions[0]
+    targets = [kernel.buffer(r.type) for r in op.results]
+    line_shape = shape[:axis] + shape[axis + 1:]
+    lines = 1
+    for d in line_shape:
+        lines *= d
+    along_last = axis == len(shape) - 1
+    lanes = 1 if along_last or shape[-1] < kernel.lanes else kernel.chunk_lanes(lines)
+    step = strides(shape)[axis]
+
+    def line(i: ir.Value) -> None:
+        out_index = kernel.b.mul(i, ir.Constant(lt.I32, lanes))
+        start = n - 1 if reverse else 0
+        first = _input_index(kernel, out_index, ir.Constant(lt.I32, start), shape, axis)
+        acc = [kernel.chunks.value_at(v, first, lanes) for v in inputs]
+        for target, value in zip(targets, acc):
+            kernel.chunks.store_chunk(target, first, value)
+        _scan_loop(kernel, region, inputs, targets, acc, first, step, n, lanes, reverse)
+
+    kernel.counted_loop(lines // lanes, line)
+    for result, target in zip(op.results, targets):
+        kernel.env[result] = target
+
+
+def _scan_loop(kernel: Any, region: Any, inputs: list, targets: list[Buffer], acc: list[ir.Value],
+               first: ir.Value, step: int, n: int, lanes: int, reverse: bool) -> None:
+    if n == 1:
+        return
+    b = kernel.b
+    pre = b.block
+    header, body, done = (b.append_basic_block(f"scan.{name}") for name in ("header", "body", "done"))
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(lt.I32)
+    k.add_incoming(ir.Constant(lt.I32, 1), pre)
+    phis = []
+    for value in acc:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, pre)
+        phis.append(phi)
+    b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, n)), body, done)
+    b.position_at_end(body)
+    saved_cache = dict(kernel.chunks._cache)
+    kernel.chunks.reset_cache()
+    offset = b.mul(k, ir.Constant(lt.I32, step))
+    index = b.sub(first, offset) if reverse else b.add(first, offset)
+    nxt = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
+    combined = apply_region(kernel, region, list(phis) + nxt, lanes)
+    for target, value in zip(targets, combined):
+        kernel.chunks.store_chunk(target, index, value)
+    kernel.chunks._cache = saved_cache
+    for phi, value in zip(phis, combined):
+        phi.add_incoming(value, b.block)
+    k.add_incoming(b.add(k, ir.Constant(lt.I32, 1)), b.block)
+    b.branch(header)
+    b.position_at_end(done)

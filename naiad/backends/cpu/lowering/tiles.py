@@ -1,0 +1,332 @@
+"""How the CPU backend holds tensors: in memory buffers, or not at all until a loop needs them.
+
+A TTIR tensor of 128x128 floats does not fit in registers, and unrolling every element-wise op
+over 16384 lanes would take LLVM seconds.  So a tensor value is one of:
+
+- `Buffer`: materialized, row-major, in a stack buffer of the kernel;
+- `Lazy`: not computed yet; its defining op is evaluated *per chunk* of ``lanes`` consecutive
+  elements inside the loop of whichever op consumes it, so chains of element-wise ops, loads and
+  shape ops fuse into one pass with values kept in vector registers.
+
+`ChunkEmitter.value_at` evaluates any tensor value at a chunk: a buffer is loaded, a lazy op's
+operands are evaluated at the corresponding chunk (for shape ops: a remapped index) and its
+element-wise rule applied.  Where lanes do not map to consecutive elements (a transpose, a
+broadcast across rows narrower than the lane count) it falls back to one lane at a time.
+
+`lane_stride` is a small static analysis used to emit contiguous vector loads and stores: the
+distance, in units of the value, between the values of consecutive lanes of a chunk (0 for a
+value uniform across the chunk, 1 for ``tl.arange``), or None when unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import SSAValue
+
+from naiad.codegen import elementwise, llvm_types as lt
+from naiad.ir import arith, tt
+
+
+@dataclasses.dataclass
+class Buffer:
+    """A materialized tensor: ``ptr`` to ``numel`` row-major elements of its storage type."""
+
+    ptr: ir.Value
+    mlir_type: Any
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.mlir_type.get_shape())
+
+
+@dataclasses.dataclass
+class Lazy:
+    """A tensor defined by ``op`` (result ``index``) that is computed where it is consumed."""
+
+    op: Any
+    index: int = 0
+
+
+def buffer_element(mlir_type: Any) -> ir.Type:
+    """How one element is held in a buffer: its storage type, but booleans take a byte (LLVM
+    packs vectors of i1 into bits, which would not match element addresses)."""
+    storage = lt.scalar(mlir_type)
+    return lt.I8 if storage == lt.I1 else storage
+
+
+def shape_of(mlir_type: Any) -> list[int]:
+    return list(mlir_type.get_shape()) if isinstance(mlir_type, TensorType) else []
+
+
+def numel(mlir_type: Any) -> int:
+    n = 1
+    for d in shape_of(mlir_type):
+        n *= d
+    return n
+
+
+def strides(shape: list[int]) -> list[int]:
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return out[::-1]
+
+
+def multi_index(linear: int, shape: list[int]) -> list[int]:
+    return [(linear // s) % d for s, d in zip(strides(shape), shape)]
+
+
+#: Ops evaluated lane by lane with their element-wise rule.
+ELEMENTWISE = tuple(elementwise.RULES)
+
+
+class ChunkEmitter:
+    """Evaluates tensor values at chunks inside the loop that is being emitted."""
+
+    def __init__(self, kernel: Any):
+        self.kernel = kernel
+        self._cache: dict[tuple, ir.Value] = {}
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.kernel.b
+
+    def reset_cache(self) -> None:
+        """Forget evaluated chunks: a new loop starts, and values of the last one do not dominate it."""
+        self._cache.clear()
+
+    # -- entry points ---------------------------------------------------------------------
+    def value_at(self, value: SSAValue, index: ir.Value, lanes: int) -> ir.Value:
+        """``value`` (a tensor) at linear elements ``index .. index+lanes-1``, storage-typed."""
+        key = (value, index, lanes)
+        if key not in self._cache:
+            self._cache[key] = self._evaluate(value, index, lanes)
+        return self._cache[key]
+
+    def _evaluate(self, value: SSAValue, index: ir.Value, lanes: int) -> ir.Value:
+        held = self.kernel.lookup(value)
+        if isinstance(held, Buffer):
+            return self.load_chunk(held, index, lanes)
+        if not isinstance(held, Lazy):          # a scalar used where a tensor is expected
+            return self.kernel.ctx(lanes).splat(held)
+        op = held.op
+        handler = _SHAPE_OPS.get(type(op))
+        if handler is not None:
+            return handler(self, op, index, lanes)
+        if isinstance(op, ELEMENTWISE):
+            args = [self.value_at(v, index, lanes) for v in op.operands]
+            return elementwise.lower(self.kernel.ctx(lanes), op, args)
+        return self.kernel.evaluate_special(op, held.index, index, lanes)
+
+    # -- buffers ----------------------------------------------------------------------------------
+    def element_pointer(self, buffer: Buffer, index: ir.Value) -> ir.Value:
+        size = lt.byte_size(buffer_element(buffer.mlir_type))
+        return self.b.gep(buffer.ptr, [self.b.mul(self._i64(index), ir.Constant(lt.I64, size))],
+                          source_etype=lt.I8)
+
+    def load_chunk(self, buffer: Buffer, index: ir.Value, lanes: int) -> ir.Value:
+        element = buffer_element(buffer.mlir_type)
+        t = lt.vector(element, lanes)
+        value = self.b.load(self.element_pointer(buffer, index), typ=t, align=lt.byte_size(element))
+        if element != lt.scalar(buffer.mlir_type):        # booleans are kept as bytes
+            return self.b.icmp_unsigned("!=", value, self.kernel.ctx(lanes).const(lt.I8, 0))
+        return value
+
+    def store_chunk(self, buffer: Buffer, index: ir.Value, value: ir.Value) -> None:
+        element = buffer_element(buffer.mlir_type)
+        if element != lt.scalar(buffer.mlir_type):
+            value = self.b.zext(value, lt.vector(element, lt.lanes_of(value.type)))
+        self.b.store(value, self.element_pointer(buffer, index), align=lt.byte_size(element))
+
+    def _i64(self, value: ir.Value) -> ir.Value:
+        return value if value.type == lt.I64 else self.b.sext(value, lt.I64)
+
+    # -- lane-wise fallback -------------------------------------------------------------------------
+    def per_lane(self, lanes: int, scalar_at: Callable[[int, ir.Value], ir.Value],
+                 index: ir.Value) -> ir.Value:
+        """Build a vector from ``scalar_at(lane, linear index of that lane)``."""
+        if lanes == 1:
+            return scalar_at(0, index)
+        values = [scalar_at(k, self.b.add(index, ir.Constant(index.type, k))) for k in range(lanes)]
+        vec = ir.Constant(ir.VectorType(values[0].type, lanes), ir.Undefined)
+        for k, v in enumerate(values):
+            vec = self.b.insert_element(vec, v, ir.Constant(lt.I32, k))
+        return vec
+
+    def remap(self, value: SSAValue, index: ir.Value, lanes: int,
+              source_index: Callable[[ir.Value], ir.Value], contiguous: bool,
+              uniform: bool) -> ir.Value:
+        """Evaluate ``value`` where element i of the result reads ``source_index(i)`` of it."""
+        if uniform:
+            return self.kernel.ctx(lanes).splat(self.value_at(value, source_index(index), 1))
+        if contiguous:
+            return self.value_at(value, source_index(index), lanes)
+        return self.per_lane(lanes, lambda k, i: self.value_at(value, source_index(i), 1), index)
+
+    # -- index arithmetic (shapes are powers of two: divisions are shifts) -------------------------
+    def split_index(self, index: ir.Value, shape: list[int]) -> list[ir.Value]:
+        parts = []
+        for stride, dim in zip(strides(shape), shape):
+            q = self.b.lshr(index, ir.Constant(index.type, stride.bit_length() - 1)) if stride > 1 else index
+            parts.append(self.b.and_(q, ir.Constant(index.type, dim - 1)) if dim > 1 else ir.Constant(index.type, 0))
+        return parts
+
+    def join_index(self, parts: list[ir.Value], shape: list[int], like: ir.Value) -> ir.Value:
+        total = ir.Constant(like.type, 0)
+        for part, stride in zip(parts, strides(shape)):
+            term = self.b.shl(part, ir.Constant(like.type, stride.bit_length() - 1)) if stride > 1 else part
+            total = self.b.add(total, term)
+        return total
+
+
+# -- shape ops and sources: how a chunk of the result reads its operand ---------------------------
+def _constant(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    value = op.value
+    t = op.results[0].type
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        values = value.get_values()
+        if len(set(values)) != 1:
+            raise NotImplementedError("non-splat dense constants are not supported on the CPU yet")
+        scalar = values[0]
+    else:
+        scalar = value.value.data
+    return em.kernel.ctx(lanes).splat(em.kernel.scalar_constant(scalar, lt.element(t)))
+
+
+def _splat(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    return em.kernel.ctx(lanes).splat(em.kernel.scalar(op.src))
+
+
+def _make_range(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    start = op.start.value.data
+    first = em.b.add(em.b.trunc(index, lt.I32) if index.type != lt.I32 else index,
+                     ir.Constant(lt.I32, start))
+    if lanes == 1:
+        return first
+    ramp = ir.Constant(ir.VectorType(lt.I32, lanes), list(range(lanes)))
+    return em.b.add(em.kernel.ctx(lanes).splat(first), ramp)
+
+
+def _same_index(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    """expand_dims / reshape: row-major data is unchanged, only the shape."""
+    return em.value_at(op.src, index, lanes)
+
+
+def _broadcast(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    dst, src = shape_of(op.result.type), shape_of(op.src.type)
+    last = dst[-1]
+
+    def source(i: ir.Value) -> ir.Value:
+        parts = em.split_index(i, dst)
+        zero = ir.Constant(i.type, 0)
+        return em.join_index([p if s != 1 else zero for p, s in zip(parts, src)], src, i)
+
+    whole_rows = last >= lanes
+    return em.remap(op.src, index, lanes, source,
+                    contiguous=whole_rows and src[-1] == last,
+                    uniform=whole_rows and src[-1] == 1)
+
+
+def _trans(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    order = list(op.order.get_values())
+    dst, src = shape_of(op.result.type), shape_of(op.src.type)
+
+    def source(i: ir.Value) -> ir.Value:
+        parts = em.split_index(i, dst)
+        src_parts = [None] * len(src)
+        for d, o in enumerate(order):
+            src_parts[o] = parts[d]
+        return em.join_index(src_parts, src, i)
+
+    keeps_last = order[-1] == len(src) - 1 and dst[-1] >= lanes
+    return em.remap(op.src, index, lanes, source, contiguous=keeps_last, uniform=False)
+
+
+_SHAPE_OPS: dict[type, Callable] = {
+    arith.ConstantOp: _constant,
+    tt.SplatOp: _splat,
+    tt.MakeRangeOp: _make_range,
+    tt.ExpandDimsOp: _same_index,
+    tt.ReshapeOp: _same_index,
+    tt.BroadcastOp: _broadcast,
+    tt.TransOp: _trans,
+}
+
+
+# -- lane strides ----------------------------------------------------------------------------------
+def lane_stride(kernel: Any, value: SSAValue, lanes: int) -> int | None:
+    """Distance between the values of consecutive lanes of a chunk, if it is a known constant.
+
+    Pointer values count in bytes.  Strides are along the row-major linear index, which
+    expand_dims and reshape keep; a broadcast whose rows are narrower than a chunk breaks them.
+    """
+    held = kernel.lookup(value)
+    if not isinstance(held, Lazy):
+        return 0 if not isinstance(held, Buffer) else None
+    op = held.op
+    rule = _STRIDE_RULES.get(type(op))
+    return rule(kernel, op, lanes) if rule is not None else None
+
+
+def _stride_uniform(kernel: Any, op: Any, lanes: int) -> int:
+    return 0
+
+
+def _stride_range(kernel: Any, op: Any, lanes: int) -> int:
+    return 1
+
+
+def _stride_source(kernel: Any, op: Any, lanes: int) -> int | None:
+    return lane_stride(kernel, op.src, lanes)
+
+
+def _stride_broadcast(kernel: Any, op: Any, lanes: int) -> int | None:
+    dst, src = shape_of(op.result.type), shape_of(op.src.type)
+    if dst[-1] < lanes:
+        return None
+    return 0 if src[-1] == 1 else lane_stride(kernel, op.src, lanes)
+
+
+def _stride_add(kernel: Any, op: Any, lanes: int) -> int | None:
+    a, b = (lane_stride(kernel, v, lanes) for v in op.operands)
+    if a is None or b is None:
+        return None
+    return a + b if isinstance(op, arith.AddiOp) else a - b
+
+
+def _stride_mul(kernel: Any, op: Any, lanes: int) -> int | None:
+    strides_ = [lane_stride(kernel, v, lanes) for v in op.operands]
+    if strides_ == [0, 0]:
+        return 0
+    for known, other in ((0, 1), (1, 0)):
+        factor = kernel.constant_value(op.operands[known])
+        if strides_[known] == 0 and factor is not None and strides_[other] is not None:
+            return strides_[other] * factor
+    return None
+
+
+def _stride_addptr(kernel: Any, op: Any, lanes: int) -> int | None:
+    base, offset = lane_stride(kernel, op.ptr, lanes), lane_stride(kernel, op.offset, lanes)
+    if base is None or offset is None:
+        return None
+    pointee = lt.element(op.ptr.type).pointee_type
+    return base + offset * lt.byte_size(lt.scalar(pointee))
+
+
+def _stride_cast(kernel: Any, op: Any, lanes: int) -> int | None:
+    """Integer widening keeps small strides."""
+    return lane_stride(kernel, op.operands[0], lanes)
+
+
+_STRIDE_RULES: dict[type, Callable] = {
+    arith.ConstantOp: _stride_uniform, tt.SplatOp: _stride_uniform,
+    tt.MakeRangeOp: _stride_range, tt.ExpandDimsOp: _stride_source,
+    tt.ReshapeOp: _stride_source, tt.BroadcastOp: _stride_broadcast,
+    arith.AddiOp: _stride_add, arith.SubiOp: _stride_add, arith.MuliOp: _stride_mul,
+    tt.AddPtrOp: _stride_addptr, arith.ExtSIOp: _stride_cast, arith.ExtUIOp: _stride_cast,
+}

@@ -1,0 +1,342 @@
+"""One lowering rule per element-wise TTIR op, shared by every backend.
+
+A rule receives the LLVM values of the op's operands (all scalars, or all vectors of the same
+lane count: a CPU chunk, or a GPU thread's elements) in *compute* types and returns the result
+in the compute type.  Compute types equal storage types except bf16, which is stored as ``i16``
+and computed in ``float`` (`to_compute` / `to_storage` convert at the boundary), so every
+floating-point rule is written once.
+
+Rules are looked up by op class in `RULES` (``@rule(OpClass)`` registers one), the way JAX's
+Pallas registers lowering rules per primitive.  Anything target-specific (the math library
+behind ``tt.extern_elementwise``) goes through `naiad.codegen.hooks.TargetHooks`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects import math as xmath
+
+from naiad.codegen import llvm_types as lt
+from naiad.ir import arith, tt
+
+RULES: dict[type, Callable[..., ir.Value]] = {}
+#: Ops whose rule returns the result in storage form already (it chooses the rounding itself).
+STORAGE_RESULT: set[type] = set()
+
+
+class Lowering:
+    """What a rule may use: the IR builder, the module, the target hooks, the lane count."""
+
+    def __init__(self, builder: ir.IRBuilder, hooks: Any, lanes: int):
+        self.b = builder
+        self.hooks = hooks
+        self.lanes = lanes
+
+    @property
+    def module(self) -> ir.Module:
+        return self.b.module
+
+    def compute_type(self, mlir_type: Any) -> ir.Type:
+        """The LLVM type a value of ``mlir_type`` is computed in, with this lowering's lanes."""
+        t = lt.F32 if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type) else lt.scalar(mlir_type)
+        return lt.vector(t, self.lanes)
+
+    def splat(self, value: ir.Value) -> ir.Value:
+        """A scalar repeated across the lanes (the value itself when lanes == 1)."""
+        if self.lanes == 1:
+            return value
+        vec = ir.VectorType(value.type, self.lanes)
+        undef = ir.Constant(vec, ir.Undefined)
+        first = self.b.insert_element(undef, value, ir.Constant(lt.I32, 0))
+        return self.b.shuffle_vector(first, undef, ir.Constant(ir.VectorType(lt.I32, self.lanes),
+                                                             [0] * self.lanes))
+
+    def const(self, t: ir.Type, value: Any) -> ir.Value:
+        """A constant of scalar type ``t`` splat across the lanes."""
+        scalar = ir.Constant(t, value)
+        return scalar if self.lanes == 1 else ir.Constant(ir.VectorType(t, self.lanes), [scalar] * self.lanes)
+
+    def intrinsic(self, name: str, args: list[ir.Value], ret: ir.Type | None = None) -> ir.Value:
+        """Call the overloaded intrinsic ``llvm.<name>`` on values of one type."""
+        ty = args[0].type
+        fn = lt.intrinsic(self.module, name, [ty], ret or ty, [a.type for a in args])
+        return self.b.call(fn, args)
+
+
+def rule(*op_classes: type, storage_result: bool = False) -> Callable:
+    def register(fn: Callable) -> Callable:
+        for cls in op_classes:
+            RULES[cls] = fn
+            if storage_result:
+                STORAGE_RESULT.add(cls)
+        return fn
+    return register
+
+
+def lower(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    """Apply the rule of ``op`` to storage-typed ``args``; the result is storage-typed."""
+    try:
+        fn = RULES[type(op)]
+    except KeyError:
+        raise NotImplementedError(f"no lowering rule for {op.name}") from None
+    computed = [to_compute(ctx, a, v.type) for a, v in zip(args, op.operands)]
+    result = fn(ctx, op, computed)
+    if type(op) in STORAGE_RESULT:
+        return result
+    return to_storage(ctx, result, op.results[0].type)
+
+
+# -- storage <-> compute -------------------------------------------------------------------
+def to_compute(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
+    if lt.is_bf16(mlir_type):
+        wide = ctx.b.shl(ctx.b.zext(value, lt.vector(lt.I32, ctx.lanes)), ctx.const(lt.I32, 16))
+        return ctx.b.bitcast(wide, lt.vector(lt.F32, ctx.lanes))
+    if lt.is_fp8(mlir_type):
+        return ctx.hooks.fp8_to_f32(ctx, value, lt.element(mlir_type))
+    return value
+
+
+def to_storage(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
+    if lt.is_bf16(mlir_type):
+        return f32_to_bf16(ctx, value)
+    if lt.is_fp8(mlir_type):
+        return ctx.hooks.f32_to_fp8(ctx, value, lt.element(mlir_type), "rtne")
+    return value
+
+
+def f32_to_bf16(ctx: Lowering, value: ir.Value) -> ir.Value:
+    """Round to nearest even, keeping NaNs quiet (the bf16 of a NaN is a NaN)."""
+    b, i32 = ctx.b, lt.vector(lt.I32, ctx.lanes)
+    bits = b.bitcast(value, i32)
+    lsb = b.and_(b.lshr(bits, ctx.const(lt.I32, 16)), ctx.const(lt.I32, 1))
+    rounded = b.add(bits, b.add(lsb, ctx.const(lt.I32, 0x7FFF)))
+    is_nan = b.fcmp_unordered("uno", value, value)
+    result = b.select(is_nan, b.or_(bits, ctx.const(lt.I32, 0x400000)), rounded)
+    return b.trunc(b.lshr(result, ctx.const(lt.I32, 16)), lt.vector(lt.I16, ctx.lanes))
+
+
+# -- integer and float arithmetic -----------------------------------------------------------
+def _binary(method: str) -> Callable:
+    def lower_binary(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        return getattr(ctx.b, method)(args[0], args[1])
+    return lower_binary
+
+
+for _cls, _method in ((arith.AddiOp, "add"), (arith.SubiOp, "sub"), (arith.MuliOp, "mul"),
+                      (arith.DivSIOp, "sdiv"), (arith.DivUIOp, "udiv"), (arith.RemSIOp, "srem"),
+                      (arith.RemUIOp, "urem"), (arith.AndIOp, "and_"), (arith.OrIOp, "or_"),
+                      (arith.XOrIOp, "xor"), (arith.ShLIOp, "shl"), (arith.ShRSIOp, "ashr"),
+                      (arith.ShRUIOp, "lshr"), (arith.AddfOp, "fadd"), (arith.SubfOp, "fsub"),
+                      (arith.MulfOp, "fmul"), (arith.DivfOp, "fdiv"), (arith.RemFOp, "frem"),
+                      (tt.PreciseDivFOp, "fdiv")):
+    rule(_cls)(_binary(_method))
+
+
+@rule(arith.NegfOp)
+def _negf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.fneg(args[0])
+
+
+def _intrinsic_rule(name: str) -> Callable:
+    def lower_intrinsic(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        return ctx.intrinsic(name, args)
+    return lower_intrinsic
+
+
+for _cls, _name in ((arith.MaxSIOp, "smax"), (arith.MinSIOp, "smin"), (arith.MaxUIOp, "umax"),
+                    (arith.MinUIOp, "umin"), (arith.MaximumfOp, "maximum"),
+                    (arith.MinimumfOp, "minimum"), (arith.MaxnumfOp, "maxnum"),
+                    (arith.MinnumfOp, "minnum"), (xmath.SqrtOp, "sqrt"), (tt.PreciseSqrtOp, "sqrt"),
+                    (xmath.ExpOp, "exp"), (xmath.Exp2Op, "exp2"), (xmath.LogOp, "log"),
+                    (xmath.Log2Op, "log2"), (xmath.SinOp, "sin"), (xmath.CosOp, "cos"),
+                    (xmath.FloorOp, "floor"), (xmath.CeilOp, "ceil"), (xmath.AbsFOp, "fabs"),
+                    (xmath.FmaOp, "fma"), (xmath.TruncOp, "trunc"), (xmath.RoundEvenOp, "roundeven"),
+                    (xmath.RoundOp, "round")):
+    rule(_cls)(_intrinsic_rule(_name))
+
+
+@rule(xmath.AbsIOp)
+def _absi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    fn = lt.intrinsic(ctx.module, "abs", [args[0].type], args[0].type, [args[0].type, lt.I1])
+    return ctx.b.call(fn, [args[0], ir.Constant(lt.I1, 0)])
+
+
+@rule(xmath.RsqrtOp)
+def _rsqrt(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    one = ctx.const(lt.scalar_of(args[0].type), 1.0)
+    return ctx.b.fdiv(one, ctx.intrinsic("sqrt", args))
+
+
+def _libm_rule(c_name: str) -> Callable:
+    def lower_libm(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        suffix = "f" if lt.scalar_of(args[0].type) == lt.F32 else ""
+        return ctx.hooks.call_math(ctx, c_name + suffix, args, args[0].type)
+    return lower_libm
+
+
+for _cls, _name in ((xmath.ErfOp, "erf"), (xmath.TanhOp, "tanh"), (xmath.Log1pOp, "log1p"),
+                    (xmath.ExpM1Op, "expm1"), (xmath.TanOp, "tan"), (xmath.AtanOp, "atan")):
+    rule(_cls)(_libm_rule(_name))
+
+
+# -- comparisons and select ------------------------------------------------------------------
+_ICMP = {"eq": ("==", True), "ne": ("!=", True), "slt": ("<", True), "sle": ("<=", True),
+         "sgt": (">", True), "sge": (">=", True), "ult": ("<", False), "ule": ("<=", False),
+         "ugt": (">", False), "uge": (">=", False)}
+_FCMP_ORDERED = {"oeq": "==", "one": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=",
+                 "ord": "ord"}
+_FCMP_UNORDERED = {"ueq": "==", "une": "!=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=",
+                   "uno": "uno"}
+
+
+@rule(arith.CmpiOp)
+def _cmpi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    name = arith.CmpiOp.PREDICATES[op.predicate.value.data]
+    symbol, signed = _ICMP[name]
+    compare = ctx.b.icmp_signed if signed else ctx.b.icmp_unsigned
+    return compare(symbol, args[0], args[1])
+
+
+@rule(arith.CmpfOp)
+def _cmpf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    name = arith.CmpfOp.PREDICATES[op.predicate.value.data]
+    if name in ("false", "true"):
+        return ctx.const(lt.I1, int(name == "true"))
+    if name in _FCMP_ORDERED:
+        return ctx.b.fcmp_ordered(_FCMP_ORDERED[name], args[0], args[1])
+    return ctx.b.fcmp_unordered(_FCMP_UNORDERED[name], args[0], args[1])
+
+
+@rule(arith.SelectOp)
+def _select(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    cond = args[0]
+    if lt.lanes_of(cond.type) != lt.lanes_of(args[1].type):
+        cond = ctx.splat(cond)
+    return ctx.b.select(cond, args[1], args[2])
+
+
+# -- conversions ----------------------------------------------------------------------------------
+def _result(ctx: Lowering, op: Any) -> ir.Type:
+    return ctx.compute_type(op.results[0].type)
+
+
+def _int_resize(ctx: Lowering, value: ir.Value, target: ir.Type, signed: bool) -> ir.Value:
+    old, new = lt.scalar_of(value.type).width, lt.scalar_of(target).width
+    if old == new:
+        return value
+    if old > new:
+        return ctx.b.trunc(value, target)
+    return ctx.b.sext(value, target) if signed else ctx.b.zext(value, target)
+
+
+@rule(arith.ExtSIOp)
+def _extsi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return _int_resize(ctx, args[0], _result(ctx, op), True)
+
+
+@rule(arith.ExtUIOp, arith.TruncIOp)
+def _extui(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return _int_resize(ctx, args[0], _result(ctx, op), False)
+
+
+def _float_resize(ctx: Lowering, value: ir.Value, target: ir.Type) -> ir.Value:
+    old, new = lt.byte_size(value.type), lt.byte_size(target)
+    if lt.scalar_of(value.type) == lt.scalar_of(target):
+        return value
+    return ctx.b.fptrunc(value, target) if old > new else ctx.b.fpext(value, target)
+
+
+@rule(arith.ExtFOp, arith.TruncFOp)
+def _float_cast(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return _float_resize(ctx, args[0], _result(ctx, op))
+
+
+@rule(tt.FpToFpOp, storage_result=True)
+def _fp_to_fp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    """Float conversions with an explicit rounding; the fp8 formats go through the hooks."""
+    target = op.results[0].type
+    rounding = op.rounding.data.value if op.rounding is not None else "rtne"
+    if lt.is_fp8(target):
+        as_f32 = _float_resize(ctx, args[0], lt.vector(lt.F32, ctx.lanes))
+        return ctx.hooks.f32_to_fp8(ctx, as_f32, lt.element(target), rounding)
+    narrowing = lt.byte_size(args[0].type) > lt.byte_size(lt.scalar(target)) or lt.is_bf16(target)
+    if rounding == "rtz" and narrowing:
+        return ctx.hooks.truncate_toward_zero(ctx, args[0], target)
+    return to_storage(ctx, _float_resize(ctx, args[0], _result(ctx, op)), target)
+
+
+@rule(arith.SIToFPOp)
+def _sitofp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.sitofp(args[0], _result(ctx, op))
+
+
+@rule(arith.UIToFPOp)
+def _uitofp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.uitofp(args[0], _result(ctx, op))
+
+
+@rule(arith.FPToSIOp)
+def _fptosi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.fptosi(args[0], _result(ctx, op))
+
+
+@rule(arith.FPToUIOp)
+def _fptoui(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.fptoui(args[0], _result(ctx, op))
+
+
+@rule(tt.BitcastOp, arith.BitcastOp)
+def _bitcast(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    src, dst = op.operands[0].type, op.results[0].type
+    if lt.is_bf16(src) or lt.is_fp8(src):     # compute form is float: back to the bits
+        value = to_storage(ctx, args[0], src)
+    else:
+        value = args[0]
+    target = lt.vector(lt.scalar(dst), ctx.lanes)
+    bits = value if value.type == target else ctx.b.bitcast(value, target)
+    return to_compute(ctx, bits, dst)
+
+
+@rule(tt.PtrToIntOp, tt.IntToPtrOp)
+def _ptr_int(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return _int_resize(ctx, args[0], _result(ctx, op), False)
+
+
+@rule(tt.AddPtrOp)
+def _addptr(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    """Pointers are i64 addresses: ``p + offset * sizeof(pointee)`` (offsets are signed)."""
+    pointee = lt.element(op.operands[0].type).pointee_type
+    size = lt.byte_size(lt.scalar(pointee)) if not hasattr(pointee, "element_type") else 0
+    offset = _int_resize(ctx, args[1], lt.vector(lt.I64, ctx.lanes), True)
+    scaled = ctx.b.mul(offset, ctx.const(lt.I64, size)) if size != 1 else offset
+    return ctx.b.add(args[0], scaled)
+
+
+@rule(tt.ClampFOp)
+def _clampf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    x, low, high = args
+    propagate = op.propagateNan.data.value == "all"
+    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, low]), high])
+    if not propagate:
+        return clamped
+    return ctx.b.select(ctx.b.fcmp_unordered("uno", x, x), x, clamped)
+
+
+@rule(tt.MulhiUIOp)
+def _mulhi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    width = lt.scalar_of(args[0].type).width
+    wide = lt.vector(ir.IntType(2 * width), ctx.lanes)
+    product = ctx.b.mul(ctx.b.zext(args[0], wide), ctx.b.zext(args[1], wide))
+    return ctx.b.trunc(ctx.b.lshr(product, ctx.const(ir.IntType(2 * width), width)), args[0].type)
+
+
+@rule(tt.ExternElementwiseOp)
+def _extern(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.hooks.call_math(ctx, op.symbol.data, args, _result(ctx, op))
+
+
+@rule(tt.ElementwiseInlineAsmOp)
+def _inline_asm(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.hooks.inline_asm(ctx, op, args)

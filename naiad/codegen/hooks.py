@@ -1,0 +1,164 @@
+"""What a target supplies to the shared lowering rules.
+
+`TargetHooks` gives defaults that any LLVM target can use: C math library names resolve to LLVM
+intrinsics where LLVM has one (so they vectorize), otherwise to a call of the library function
+per lane.  A backend overrides what differs: its math library (``__nv_expf`` on NVIDIA), fast
+vector implementations of hot functions, bounds checks in debug mode, inline assembly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+
+from naiad.codegen import llvm_types as lt
+
+#: C math function (fp32 spelling without the trailing "f") -> LLVM intrinsic.
+INTRINSICS = {
+    "exp": "exp", "exp2": "exp2", "exp10": "exp10", "log": "log", "log2": "log2",
+    "log10": "log10", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "fabs": "fabs",
+    "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "round", "rint": "rint",
+    "nearbyint": "nearbyint", "fma": "fma", "pow": "pow", "copysign": "copysign",
+    "fmin": "minnum", "fmax": "maxnum",
+}
+
+
+def c_base_name(symbol: str, ret: ir.Type) -> str:
+    """``expf`` -> ``exp`` for fp32 (C names fp32 functions with a trailing f)."""
+    if lt.scalar_of(ret) == lt.F32 and symbol.endswith("f") and symbol[:-1] in INTRINSICS:
+        return symbol[:-1]
+    return symbol
+
+
+def _not_a_number(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.zext(ctx.b.fcmp_unordered("uno", args[0], args[0]), lt.vector(lt.I32, ctx.lanes))
+
+
+def _infinite(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    magnitude = ctx.intrinsic("fabs", args)
+    inf = ctx.const(lt.scalar_of(args[0].type), float("inf"))
+    return ctx.b.zext(ctx.b.fcmp_ordered("==", magnitude, inf), lt.vector(lt.I32, ctx.lanes))
+
+
+def _finite(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    magnitude = ctx.intrinsic("fabs", args)
+    inf = ctx.const(lt.scalar_of(args[0].type), float("inf"))
+    return ctx.b.zext(ctx.b.fcmp_ordered("<", magnitude, inf), lt.vector(lt.I32, ctx.lanes))
+
+
+def _signbit(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    t = lt.scalar_of(args[0].type)
+    width = lt.byte_size(t) * 8
+    bits = ctx.b.bitcast(args[0], lt.vector(ir.IntType(width), ctx.lanes))
+    sign = ctx.b.lshr(bits, ctx.const(ir.IntType(width), width - 1))
+    return ctx.b.trunc(sign, lt.vector(lt.I32, ctx.lanes)) if width > 32 else sign
+
+
+def _reciprocal(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.fdiv(ctx.const(lt.scalar_of(args[0].type), 1.0), args[0])
+
+
+def _rsqrt(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    return _reciprocal(ctx, [ctx.intrinsic("sqrt", args)])
+
+
+def _divide(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.b.fdiv(args[0], args[1])
+
+
+def _bit_intrinsic(name: str, result_width: int | None = None) -> Callable:
+    def lower(ctx: Any, args: list[ir.Value]) -> ir.Value:
+        t = args[0].type
+        if name == "ctlz":
+            fn = lt.intrinsic(ctx.module, name, [t], t, [t, lt.I1])
+            value = ctx.b.call(fn, [args[0], ir.Constant(lt.I1, 0)])
+        else:
+            value = ctx.intrinsic(name, args)
+        if result_width is not None and lt.scalar_of(t).width != result_width:
+            value = ctx.b.trunc(value, lt.vector(ir.IntType(result_width), ctx.lanes))
+        return value
+    return lower
+
+
+def _same_bits(ctx: Any, args: list[ir.Value], target: ir.Type) -> ir.Value:
+    return ctx.b.bitcast(args[0], lt.vector(target, ctx.lanes))
+
+
+#: Naiad's own libdevice symbols (no C equivalent), implemented in LLVM IR for every target.
+NAIAD_FUNCTIONS: dict[str, Callable[[Any, list[ir.Value]], ir.Value]] = {
+    "__naiad_isnan": _not_a_number, "__naiad_isnanf": _not_a_number,
+    "__naiad_isinf": _infinite, "__naiad_isinff": _infinite,
+    "__naiad_isfinite": _finite, "__naiad_isfinitef": _finite,
+    "__naiad_signbit": _signbit, "__naiad_signbitf": _signbit,
+    "__naiad_rsqrt": _rsqrt, "__naiad_rsqrtf": _rsqrt,
+    "__naiad_rcp": _reciprocal, "__naiad_rcpf": _reciprocal,
+    "__naiad_sqrt_rn": lambda ctx, a: ctx.intrinsic("sqrt", a),
+    "__naiad_sqrt_rnf": lambda ctx, a: ctx.intrinsic("sqrt", a),
+    "__naiad_div_rn": _divide, "__naiad_div_rnf": _divide,
+    "__naiad_fast_dividef": _divide, "__naiad_fast_dividef_f": _divide,
+    "__naiad_fast_exp": lambda ctx, a: ctx.intrinsic("exp", a),
+    "__naiad_fast_expf": lambda ctx, a: ctx.intrinsic("exp", a),
+    "__naiad_fast_log": lambda ctx, a: ctx.intrinsic("log", a),
+    "__naiad_fast_logf": lambda ctx, a: ctx.intrinsic("log", a),
+    "__naiad_clz": _bit_intrinsic("ctlz"), "__naiad_clzll": _bit_intrinsic("ctlz", 32),
+    "__naiad_popc": _bit_intrinsic("ctpop"), "__naiad_popcll": _bit_intrinsic("ctpop", 32),
+    "__naiad_brev": _bit_intrinsic("bitreverse"), "__naiad_brevll": _bit_intrinsic("bitreverse"),
+    "__naiad_float_as_int": lambda ctx, a: _same_bits(ctx, a, lt.I32),
+    "__naiad_int_as_float": lambda ctx, a: _same_bits(ctx, a, lt.F32),
+    "__naiad_double_as_longlong": lambda ctx, a: _same_bits(ctx, a, lt.I64),
+    "__naiad_longlong_as_double": lambda ctx, a: _same_bits(ctx, a, lt.F64),
+}
+
+
+class TargetHooks:
+    """Defaults for an LLVM target with a C math library; backends override what differs."""
+
+    #: The backend's name, for error messages.
+    name = "this"
+
+    def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``."""
+        own = NAIAD_FUNCTIONS.get(symbol)
+        if own is not None:
+            return own(ctx, args)
+        intrinsic = INTRINSICS.get(c_base_name(symbol, ret))
+        if intrinsic is not None:
+            return ctx.intrinsic(intrinsic, args)
+        if symbol.startswith("__naiad_"):
+            raise NotImplementedError(f"libdevice function {symbol[len('__naiad_'):]} is not "
+                                      f"available on the {self.name} backend yet")
+        return self.library_call(ctx, symbol, args, ret)
+
+    def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        """Call the scalar library function ``symbol`` once per lane."""
+        scalar_args = [lt.scalar_of(a.type) for a in args]
+        fn = lt.function(ctx.module, symbol, lt.scalar_of(ret), scalar_args)
+        if ctx.lanes == 1:
+            return ctx.b.call(fn, args)
+        result = ir.Constant(ret, ir.Undefined)
+        for lane in range(ctx.lanes):
+            index = ir.Constant(lt.I32, lane)
+            value = ctx.b.call(fn, [ctx.b.extract_element(a, index) for a in args])
+            result = ctx.b.insert_element(result, value, index)
+        return result
+
+    def fp8_to_f32(self, ctx: Any, value: ir.Value, fp8_type: Any) -> ir.Value:
+        raise NotImplementedError(f"fp8 ({fp8_type}) values are not supported on the {self.name} "
+                                  f"backend yet -- fix: convert to float16 or float32 first")
+
+    def f32_to_fp8(self, ctx: Any, value: ir.Value, fp8_type: Any, rounding: str) -> ir.Value:
+        raise NotImplementedError(f"fp8 ({fp8_type}) values are not supported on the {self.name} "
+                                  f"backend yet -- fix: convert to float16 or float32 instead")
+
+    def truncate_toward_zero(self, ctx: Any, value: ir.Value, target_mlir: Any) -> ir.Value:
+        raise NotImplementedError(f"fp_downcast_rounding='rtz' is not supported on the {self.name} "
+                                  f"backend yet -- fix: use the default rounding")
+
+    def inline_asm(self, ctx: Any, op: Any, args: list[ir.Value]) -> ir.Value:
+        raise NotImplementedError(f"tl.inline_asm_elementwise is not supported on the {self.name} "
+                                  f"backend (its assembly is written for another instruction set)")
+
+    def check_access(self, kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
+                     lanes: int, element: ir.Type) -> None:
+        """Called before every memory access; debug modes check bounds here."""

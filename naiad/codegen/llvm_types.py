@@ -1,0 +1,106 @@
+"""TTIR types as LLVM types, and declaring overloaded LLVM intrinsics with llvmlite.
+
+Storage types: pointers are ``i64`` inside kernels (address arithmetic stays integer and
+vectorizes; they become ``ptr`` only at a memory access), ``bf16`` is ``i16`` and the fp8 types
+are ``i8`` (llvmlite has no bfloat or fp8 type: arithmetic on them goes through ``float`` in the
+element-wise rules), ``f16`` is LLVM's ``half``.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, Float64Type,
+                                   IntegerType, TensorType)
+
+from naiad.ir.types import PointerType
+
+I1, I8, I16, I32, I64 = (ir.IntType(w) for w in (1, 8, 16, 32, 64))
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+def element(mlir_type):
+    """The element type of a tensor type, or the type itself."""
+    return mlir_type.element_type if isinstance(mlir_type, TensorType) else mlir_type
+
+
+def is_bf16(mlir_type) -> bool:
+    return isinstance(element(mlir_type), BFloat16Type)
+
+
+def is_fp8(mlir_type) -> bool:
+    t = element(mlir_type)
+    return type(t).__name__.startswith("Float8")
+
+
+def is_float(mlir_type) -> bool:
+    t = element(mlir_type)
+    return isinstance(t, (Float16Type, Float32Type, Float64Type, BFloat16Type)) or is_fp8(t)
+
+
+def scalar(mlir_type) -> ir.Type:
+    """The LLVM storage type of one element of ``mlir_type``."""
+    t = element(mlir_type)
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width.data)
+    if isinstance(t, PointerType):
+        return I64
+    if isinstance(t, Float32Type):
+        return F32
+    if isinstance(t, Float64Type):
+        return F64
+    if isinstance(t, Float16Type):
+        return F16
+    if isinstance(t, BFloat16Type):
+        return I16
+    if is_fp8(t):
+        return I8
+    raise TypeError(f"no LLVM type for {t}")
+
+
+def vector(t: ir.Type, lanes: int) -> ir.Type:
+    return t if lanes == 1 else ir.VectorType(t, lanes)
+
+
+def lanes_of(t: ir.Type) -> int:
+    return t.count if isinstance(t, ir.VectorType) else 1
+
+
+def scalar_of(t: ir.Type) -> ir.Type:
+    return t.element if isinstance(t, ir.VectorType) else t
+
+
+def byte_size(t: ir.Type) -> int:
+    t = scalar_of(t)
+    if isinstance(t, ir.IntType):
+        return max(1, t.width // 8)
+    return {F16: 2, F32: 4, F64: 8}.get(t, 8)
+
+
+def _mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    return {F16: "f16", F32: "f32", F64: "f64"}[t]
+
+
+def intrinsic(module: ir.Module, name: str, overloads: list[ir.Type], ret: ir.Type,
+              args: list[ir.Type]) -> ir.Function:
+    """Declare (once) ``llvm.<name>.<mangled overloads>`` with the given signature."""
+    full = ".".join([f"llvm.{name}"] + [_mangle(t) for t in overloads])
+    existing = module.globals.get(full)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), full)
+
+
+def function(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """Declare (once) an external function."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)

@@ -1,0 +1,1 @@
+"""The CPU backend's language library (``naiad.language.extra.cpu``)."""
