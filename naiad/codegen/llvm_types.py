@@ -59,6 +59,14 @@ def scalar(mlir_type) -> ir.Type:
     raise TypeError(f"no LLVM type for {t}")
 
 
+def opaque(builder: ir.IRBuilder, pointer: ir.Value) -> ir.Value:
+    """``pointer`` as an opaque ``ptr`` (llvmlite's alloca yields a typed pointer, and its
+    builder refuses to store other types through one; LLVM itself has only ``ptr``)."""
+    cast = ir.CastInstr(builder.block, "bitcast", pointer, PTR)
+    builder._insert(cast)
+    return cast
+
+
 def vector(t: ir.Type, lanes: int) -> ir.Type:
     return t if lanes == 1 else ir.VectorType(t, lanes)
 

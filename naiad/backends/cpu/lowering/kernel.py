@@ -152,7 +152,7 @@ class KernelLowering:
         count = numel(mlir_type)
         ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
         ptr.align = 64
-        return Buffer(self.alloca_builder.bitcast(ptr, lt.PTR), mlir_type)
+        return Buffer(lt.opaque(self.alloca_builder, ptr), mlir_type)
 
     def materialize(self, value: SSAValue, into: Buffer | None = None) -> Buffer:
         """Compute ``value`` into a buffer (``into`` or a new one) and remember it there."""

@@ -66,6 +66,9 @@ def _horizontal(kernel: Any, region: Any, values: list[ir.Value], lanes: int) ->
                for v in values]
         high = [b.shuffle_vector(v, v, ir.Constant(ir.VectorType(lt.I32, half), list(range(half, lanes))))
                 for v in values]
+        if half == 1:   # <1 x T> halves: combine as scalars
+            low = [b.extract_element(v, ir.Constant(lt.I32, 0)) for v in low]
+            high = [b.extract_element(v, ir.Constant(lt.I32, 0)) for v in high]
         values = apply_region(kernel, region, low + high, half)
         lanes = half
     return values
