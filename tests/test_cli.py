@@ -98,12 +98,14 @@ def test_naiad_backends_check_of_a_good_dir_in_a_fresh_process(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_python_m_naiad_demo():
+def test_python_m_naiad_demo_runs_the_gallery_on_the_cpu():
     result = subprocess.run([sys.executable, "-m", "naiad", "demo"], env=subprocess_env(),
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "No backend can run kernels yet" in result.stdout
-    assert "No backend found" in result.stdout
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Running the gallery on the 'cpu' backend" in result.stdout
+    for name in ("vector add", "softmax", "layernorm", "matmul", "dropout"):
+        assert "  ok " in _line_of(result.stdout, name), result.stdout
+    assert "5 of 5 kernels correct." in result.stdout
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,12 +334,13 @@ def test_check_of_a_path_that_is_not_a_directory(tmp_path, capsys):
 # naiad demo (in process)
 # --------------------------------------------------------------------------------------------
 
-def test_demo_lists_backends_and_says_kernels_cannot_run_yet(plugins, capsys):
-    plugins.add("toy", device="cpu")
+def test_demo_without_a_runnable_backend_explains_why(plugins, capsys):
+    plugins.add("toy", device="cpu", active=False)
     code, out = _run(["demo"], capsys)
-    assert code == 0
-    assert "No backend can run kernels yet" in out
-    assert "toy:v1" in _line_of(_table(out), "toy", "plugin dir")
+    assert code == 1
+    assert "No backend can run the gallery here" in out
+    assert "no active backend runs on cpu memory" in out
+    assert "toy" in _line_of(_table(out), "toy", "plugin dir")
 
 
 def test_cli_requires_a_command(capsys):

@@ -1,0 +1,132 @@
+"""The example kernels `naiad demo` runs (and the benchmarks reuse): Triton-style kernels, each
+with a launcher taking numpy arrays and a numpy reference."""
+
+from __future__ import annotations
+
+import naiad
+import naiad.language as tl
+
+
+@naiad.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+@naiad.jit
+def softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    z = x - tl.max(x, axis=0)
+    num = tl.exp(z)
+    tl.store(out_ptr + row * stride + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+@naiad.jit
+def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    centered = tl.where(mask, x - mean, 0.0)
+    rstd = 1 / tl.sqrt(tl.sum(centered * centered, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask)
+    b = tl.load(b_ptr + cols, mask=mask)
+    tl.store(y_ptr + row * stride + cols, centered * rstd * w + b, mask=mask)
+
+
+@naiad.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a_mask = (rm[:, None] < M) & ((k + rk)[None, :] < K)
+        b_mask = ((k + rk)[:, None] < K) & (rn[None, :] < N)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak, mask=a_mask, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn, mask=b_mask, other=0.0)
+        acc = tl.dot(a, b, acc)
+    c_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc, mask=c_mask)
+
+
+@naiad.jit
+def dropout_kernel(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    keep = tl.rand(seed, offsets) > p
+    tl.store(out_ptr + offsets, tl.where(keep, x / (1 - p), 0.0), mask=mask)
+
+
+def add(x, y):
+    import numpy as np
+
+    out = np.empty_like(x)
+    add_kernel[(naiad.cdiv(x.size, 1024),)](x, y, out, x.size, BLOCK=1024)
+    return out
+
+
+def softmax(x):
+    import numpy as np
+
+    out = np.empty_like(x)
+    rows, cols = x.shape
+    softmax_kernel[(rows,)](out, x, x.strides[0] // x.itemsize, cols,
+                            BLOCK=naiad.next_power_of_2(cols))
+    return out
+
+
+def layernorm(x, w, b, eps=1e-5):
+    import numpy as np
+
+    out = np.empty_like(x)
+    rows, cols = x.shape
+    layernorm_kernel[(rows,)](x, out, w, b, x.strides[0] // x.itemsize, cols, eps,
+                              BLOCK=naiad.next_power_of_2(cols))
+    return out
+
+
+def matmul(a, b, block_m=64, block_n=64, block_k=32):
+    import numpy as np
+
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.empty((m, n), dtype=np.float32)
+    grid = (naiad.cdiv(m, block_m), naiad.cdiv(n, block_n))
+    matmul_kernel[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1,
+                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+
+
+def dropout(x, p, seed):
+    import numpy as np
+
+    out = np.empty_like(x)
+    dropout_kernel[(naiad.cdiv(x.size, 1024),)](x, out, x.size, p, seed, BLOCK=1024)
+    return out
+
+
+# -- numpy references -------------------------------------------------------------------------
+def softmax_reference(x):
+    z = x - x.max(axis=1, keepdims=True)
+    num = __import__("numpy").exp(z)
+    return num / num.sum(axis=1, keepdims=True)
+
+
+def layernorm_reference(x, w, b, eps=1e-5):
+    np = __import__("numpy")
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w + b
