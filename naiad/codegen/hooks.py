@@ -160,5 +160,7 @@ class TargetHooks:
                                   f"backend (its assembly is written for another instruction set)")
 
     def check_access(self, kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
-                     lanes: int, element: ir.Type) -> None:
-        """Called before every memory access; debug modes check bounds here."""
+                     lanes: int, element: ir.Type) -> ir.Value | None:
+        """Called before every memory access with its lane addresses and mask; returns the mask
+        to use (debug modes check bounds here and mask off bad lanes)."""
+        return mask

@@ -154,7 +154,12 @@ class JITFunction:
         self.__qualname__ = fn.__qualname__
         self.__doc__ = fn.__doc__
         self.__globals__ = fn.__globals__
-        self._src = textwrap.dedent(inspect.getsource(fn))
+        try:
+            self._src = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            raise NaiadError(f"@naiad.jit needs the source code of {fn.__qualname__}, and Python "
+                             f"cannot find it -- fix: define kernels in a .py file (not in `python -c` "
+                             f"or the interactive prompt)") from None
         self._src = self._src[self._src.index("def "):] if "def " in self._src else self._src
         self.starting_line_number = inspect.getsourcelines(fn)[1]
         self.filename = inspect.getsourcefile(fn) or "<unknown>"

@@ -126,6 +126,7 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
     metadata["name"] = lowering.func_op.sym_name.data
     metadata["shared"] = 0
     metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
+    metadata["debug_accesses"] = lowering.debug_accesses
     parsed = llvm.parse_assembly(str(llmod))
     parsed.verify()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from naiad import knobs
 from naiad.backends.compiler import GPUTarget
+from naiad.backends.cpu import runtime
 from naiad.backends.driver import DriverBase
 from naiad.errors import NaiadError
 from naiad.runtime.jit import data_pointer
@@ -39,18 +40,20 @@ _POINTER = ("Q", "void*")
 class CPULauncher:
     """Packs a launch's arguments and runs the grid; built once per compiled kernel."""
 
-    def __init__(self, signature: Sequence[tuple[str, str]], threads: int,
-                 pool: Callable[[], concurrent.futures.ThreadPoolExecutor]):
+    def __init__(self, name: str, signature: Sequence[tuple[str, str]], metadata: dict,
+                 threads: int, pool: Callable[[], concurrent.futures.ThreadPoolExecutor]):
+        self.name = name
+        self.metadata = metadata
+        self.debug = bool(metadata.get("debug"))
         self.names = [name for name, ty in signature if ty != "constexpr"]
         self.types = [ty for name, ty in signature if ty != "constexpr"]
         self.runtime = [i for i, (_, ty) in enumerate(signature) if ty != "constexpr"]
         self.packer = struct.Struct("<" + "".join(_slot(ty)[0] for ty in self.types))
-        self.buffer = ctypes.create_string_buffer(max(8, self.packer.size))
-        self.address = ctypes.addressof(self.buffer)
         self.threads = threads
         self.pool = pool
 
-    def pack(self, args: Sequence[Any]) -> None:
+    def pack(self, args: Sequence[Any]) -> Any:
+        """The argument slots of one launch (plus, in debug mode, the arrays' address ranges)."""
         values = []
         for i, ty in zip(self.runtime, self.types):
             value = args[i]
@@ -60,7 +63,22 @@ class CPULauncher:
             elif ty == "bf16":
                 value = struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16
             values.append(value)
-        self.packer.pack_into(self.buffer, 0, *values)
+        ranges = self.ranges(args) if self.debug else []
+        buffer = ctypes.create_string_buffer(self.packer.size + 8 + 16 * len(ranges) + 8)
+        self.packer.pack_into(buffer, 0, *values)
+        if self.debug:
+            struct.pack_into(f"<q{2 * len(ranges)}Q", buffer, self.packer.size, len(ranges),
+                             *[bound for r in ranges for bound in r[2:4]])
+        return buffer, ranges
+
+    def ranges(self, args: Sequence[Any]) -> list[tuple]:
+        """(runtime index, name, start, end, element size) of every array argument."""
+        out = []
+        for position, (i, ty) in enumerate(zip(self.runtime, self.types)):
+            if ty.startswith("*") and args[i] is not None:
+                start, end, size = array_extent(args[i])
+                out.append((position, self.names[position], start, end, size))
+        return out
 
     def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
                  packed_metadata: tuple, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
@@ -71,19 +89,38 @@ class CPULauncher:
             return
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        self.pack(args)
+        buffer, ranges = self.pack(args)
+        address = ctypes.addressof(buffer)
         workers = min(self.threads, total)
         if workers <= 1:
-            function(self.address, grid_x, grid_y, grid_z, 0, total)
+            function(address, grid_x, grid_y, grid_z, 0, total)
         else:
             bounds = [total * i // workers for i in range(workers + 1)]
-            futures = [self.pool().submit(function, self.address, grid_x, grid_y, grid_z,
+            futures = [self.pool().submit(function, address, grid_x, grid_y, grid_z,
                                           bounds[i], bounds[i + 1]) for i in range(1, workers)]
-            function(self.address, grid_x, grid_y, grid_z, bounds[0], bounds[1])
+            function(address, grid_x, grid_y, grid_z, bounds[0], bounds[1])
             for future in futures:
                 future.result()
+        runtime.raise_reports(self.name, self.metadata, ranges)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+
+def array_extent(array: Any) -> tuple[int, int, int]:
+    """(first byte, end byte, element size) of the memory an array argument may touch."""
+    start = data_pointer(array)
+    size = getattr(array, "itemsize", None) or array.element_size()
+    interface = getattr(array, "__array_interface__", None)
+    if interface is not None and interface.get("strides") is None:
+        return start, start + array.nbytes, size
+    shape = tuple(array.shape)
+    strides = tuple(array.strides) if interface is not None else \
+        tuple(s * size for s in array.stride())
+    if any(d == 0 for d in shape):
+        return start, start, size
+    low = sum(s * (d - 1) for s, d in zip(strides, shape) if s < 0)
+    high = sum(s * (d - 1) for s, d in zip(strides, shape) if s > 0)
+    return start + low, start + high + size, size
 
 
 def _slot(ty: str) -> tuple[str, str]:
@@ -116,6 +153,7 @@ class CPUDriver(DriverBase):
     device_types = ("cpu",)
 
     def __init__(self) -> None:
+        runtime.register_symbols()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -171,7 +209,7 @@ class CPUDriver(DriverBase):
 
     def make_launcher(self, signature: Any, metadata: Any) -> CPULauncher:
         """``signature``: (name, Triton type string) for every parameter, constexprs included."""
-        return CPULauncher(signature, self.threads(), self._thread_pool)
+        return CPULauncher(metadata["name"], signature, metadata, self.threads(), self._thread_pool)
 
     def get_device_properties(self, device: int) -> dict[str, Any]:
         return {"max_shared_mem": 0, "multiprocessor_count": os.cpu_count() or 1,

@@ -20,7 +20,7 @@ from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
-from naiad.backends.cpu.lowering import control, matmul, memory, reductions
+from naiad.backends.cpu.lowering import control, debug, matmul, memory, reductions
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
                                                buffer_element, numel)
 from naiad.codegen import elementwise, llvm_types as lt
@@ -50,6 +50,9 @@ class KernelLowering:
         self.b: ir.IRBuilder = None  # type: ignore[assignment]
         self._contexts: dict[int, elementwise.Lowering] = {}
         self.position = 0
+        #: Debug mode: one entry per checked memory access (kind, file, line, argument).
+        self.debug_accesses: list[dict] = []
+        self.debug_ranges: tuple[ir.Value, ir.Value] | None = None
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -81,6 +84,26 @@ class KernelLowering:
             stored = lt.I8 if storage == lt.I1 else storage
             value = self.b.load(slot, typ=stored, align=lt.byte_size(stored))
             self.env[arg] = self.b.trunc(value, lt.I1) if storage == lt.I1 else value
+        if self.debug:      # the launcher appends the argument buffers' address ranges
+            count_slot = len(func.body.block.args) * ARG_SLOT
+            count = self.b.load(self.b.gep(args_ptr, [ir.Constant(lt.I64, count_slot)], source_etype=lt.I8),
+                                typ=lt.I64, align=8)
+            table = self.b.gep(args_ptr, [ir.Constant(lt.I64, count_slot + ARG_SLOT)], source_etype=lt.I8)
+            self.debug_ranges = (count, table)
+
+    def pointer_argument(self, value: SSAValue) -> int | None:
+        """The index of the kernel argument a pointer value is derived from, if there is one."""
+        seen = 0
+        while seen < 64:
+            seen += 1
+            if isinstance(value.owner, Block):
+                args = list(self.func_op.body.block.args)
+                return args.index(value) if value in args else None
+            op = value.owner
+            if not op.operands:
+                return None
+            value = op.operands[0]
+        return None
 
     def _grid_function(self, body: ir.Function) -> None:
         """``naiad_grid(args, nx, ny, nz, first, last)``: run programs first..last-1."""
@@ -352,6 +375,8 @@ _HANDLERS: dict[type, Callable[[KernelLowering, Any], None]] = {
     tt.ReduceOp: reductions.lower_reduce,
     tt.ScanOp: reductions.lower_scan,
     tt.DotOp: matmul.lower_dot,
+    tt.PrintOp: debug.lower_print,
+    tt.AssertOp: debug.lower_assert,
     scf.ForOp: control.lower_for,
     scf.IfOp: control.lower_if,
     scf.WhileOp: control.lower_while,

@@ -71,7 +71,7 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
     passthru = _to_memory(kernel, passthru, value_type, lanes)
-    kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
+    mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
     vec = lt.vector(element, lanes)
     if lanes == 1:
@@ -133,7 +133,7 @@ def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask
     value_type = op.value.type
     element = _memory_type(value_type)
     value = _to_memory(kernel, value, value_type, lanes)
-    kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
+    mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
     if lanes == 1:
         if mask is None:
@@ -211,8 +211,8 @@ def lower_atomic_rmw(kernel: Any, op: Any) -> None:
     has_mask = op.mask is not None
 
     def emit(address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
-        kernel.hooks.check_access(kernel, op, address, mask[0] if mask else None, 1, element)
-        return _guarded(kernel, mask[0] if has_mask else None, element, lambda: kernel.b.atomic_rmw(
+        checked = kernel.hooks.check_access(kernel, op, address, mask[0] if has_mask else None, 1, element)
+        return _guarded(kernel, checked, element, lambda: kernel.b.atomic_rmw(
             kind, kernel.b.inttoptr(address, lt.PTR), value, ordering))
 
     _atomic_elementwise(kernel, op, emit)
@@ -223,10 +223,14 @@ def lower_atomic_cas(kernel: Any, op: Any) -> None:
     element = lt.scalar(op.val.type)
 
     def emit(address: ir.Value, expected: ir.Value, value: ir.Value) -> ir.Value:
-        kernel.hooks.check_access(kernel, op, address, None, 1, element)
+        checked = kernel.hooks.check_access(kernel, op, address, None, 1, element)
         failure = "monotonic" if ordering in ("release", "monotonic") else "acquire"
-        pair = kernel.b.cmpxchg(kernel.b.inttoptr(address, lt.PTR), expected, value, ordering, failure)
-        return kernel.b.extract_value(pair, 0)
+
+        def exchange() -> ir.Value:
+            pair = kernel.b.cmpxchg(kernel.b.inttoptr(address, lt.PTR), expected, value, ordering, failure)
+            return kernel.b.extract_value(pair, 0)
+
+        return _guarded(kernel, checked, element, exchange)
 
     _atomic_elementwise(kernel, op, emit)
 
