@@ -1,9 +1,11 @@
-"""CPU specifics for the shared lowering rules: the C math library of the process."""
+"""CPU specifics for the shared lowering rules: the process's C math library, vector exp,
+debug-mode bounds checks."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from naiad.codegen import fastmath
 from naiad.codegen.hooks import TargetHooks
 
 
@@ -12,6 +14,13 @@ class CPUHooks(TargetHooks):
 
     def __init__(self, debug: bool = False):
         self.debug = debug
+
+    def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
+        """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""
+        fast = fastmath.VECTOR_F32.get(symbol)
+        if fast is not None and ctx.lanes > 1:
+            return fast(ctx, args[0])
+        return super().call_math(ctx, symbol, args, ret)
 
     def check_access(self, kernel: Any, op: Any, addresses: Any, mask: Any, lanes: int,
                      element: Any) -> Any:
