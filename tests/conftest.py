@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,9 @@ def _isolate(request, monkeypatch, tmp_path_factory):
     for pkg, saved in parents.items():
         namespace = vars(pkg)
         for key in [k for k in namespace if k not in saved]:
-            delattr(pkg, key)
+            value = namespace[key]
+            if not (isinstance(value, types.ModuleType) and _is_real_naiad_module(value)):
+                delattr(pkg, key)
         for key, value in saved.items():
             if namespace.get(key, object()) is not value:
                 setattr(pkg, key, value)

@@ -174,11 +174,15 @@ UIToFPOp = _cast(_xarith.UIToFPOp, IntLike, FloatLike)
 _TENSOR_ARITH = (CmpiOp, CmpfOp, SelectOp, TruncIOp, ExtSIOp, ExtUIOp)
 _TENSOR_ARITH += (FPToSIOp, FPToUIOp, SIToFPOp, UIToFPOp)
 _REPLACED = {op.name for op in _TENSOR_ARITH}
+
+
 @irdl_op_definition
 class RemFOp(FloatingPointLikeBinaryOperation):
     """Float remainder with the sign of the dividend (C's fmod), Triton's `%` on floats."""
 
     name = "arith.remf"
+
+    traits = traits_def(Pure())
 
 
 _TENSOR_ARITH += (RemFOp,)

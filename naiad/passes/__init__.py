@@ -1,0 +1,106 @@
+"""Naiad's shared TTIR passes, by name, and the pipeline every backend's make_ttir runs.
+
+Each pass is an xDSL `ModulePass` in its own module and mutates a `ModuleOp` in place.  The
+registry maps names ("inline", "canonicalize", ...) to a function of the module, so a backend
+or a plugin can run passes by name, add its own with `register_pass`, or build its own
+pipeline from `TTIR_PIPELINE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from naiad.errors import NaiadError
+from naiad.passes.canonicalize import Canonicalize
+from naiad.passes.combine import Combine
+from naiad.passes.cse import CommonSubexpressionElimination
+from naiad.passes.dce import DeadCodeElimination
+from naiad.passes.inline import Inline
+from naiad.passes.licm import LoopInvariantCodeMotion
+from naiad.passes.loop_unroll import LoopUnroll
+from naiad.passes.reorder_broadcast import ReorderBroadcast
+from naiad.passes.symbol_dce import SymbolDCE
+
+PassFn = Callable[[ModuleOp], object]
+
+
+class PassError(NaiadError, KeyError):
+    """An unknown pass name, or a name registered twice."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _as_function(pass_: PassFn | ModulePass) -> PassFn:
+    if isinstance(pass_, ModulePass):
+        from naiad.ir import make_context
+
+        return lambda module: pass_.apply(make_context(), module)
+    return pass_
+
+
+_REGISTRY: dict[str, PassFn] = {}
+
+
+def register_pass(name: str, pass_: PassFn | ModulePass, *, replace: bool = False) -> None:
+    """Make `pass_` (a function of the module, or an xDSL `ModulePass`) runnable as `name`.
+    A name already taken is an error unless `replace` is true."""
+    if name in _REGISTRY and not replace:
+        raise PassError(f"a pass named {name!r} is already registered; "
+                        "pass replace=True to override it")
+    _REGISTRY[name] = _as_function(pass_)
+
+
+def get_pass(name: str) -> PassFn:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PassError(f"no pass named {name!r}; known passes: "
+                        f"{', '.join(sorted(_REGISTRY))}") from None
+
+
+def registered_passes() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+for _pass in (Inline(), Canonicalize(), Combine(), ReorderBroadcast(),
+              CommonSubexpressionElimination(), LoopInvariantCodeMotion(), SymbolDCE(),
+              LoopUnroll(), DeadCodeElimination()):
+    register_pass(_pass.name, _pass)
+
+TTIR_PIPELINE: tuple[str, ...] = (
+    "inline", "canonicalize", "combine", "reorder-broadcast", "cse", "licm",
+    "symbol-dce", "loop-unroll", "canonicalize", "cse", "dce",
+)
+"""Triton's make_ttir order (NVIDIA's, with AMD's ``triton_licm`` after CSE): inline,
+canonicalize, combine, reorder-broadcast, CSE, LICM, symbol DCE, loop unroll; then, because
+unrolling copies bodies with fresh constants and index arithmetic, one more canonicalize, CSE
+and DCE."""
+
+
+def run_passes(module: ModuleOp, names: Iterable[str]) -> ModuleOp:
+    """Run the named passes on `module` in order; return it."""
+    for name in names:
+        get_pass(name)(module)
+    return module
+
+
+def run_ttir_pipeline(module: ModuleOp) -> ModuleOp:
+    """Optimize a TTIR module in place with `TTIR_PIPELINE` and verify the result."""
+    run_passes(module, TTIR_PIPELINE)
+    module.verify()
+    return module
+
+
+__all__ = [
+    "TTIR_PIPELINE",
+    "PassError",
+    "get_pass",
+    "register_pass",
+    "registered_passes",
+    "run_passes",
+    "run_ttir_pipeline",
+]

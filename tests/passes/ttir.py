@@ -1,0 +1,51 @@
+"""Helpers of the pass tests: TTIR text in, facts about the module out.
+
+Tests state what a pass must achieve (which ops remain, how many, which constant a value
+folds to), never a whole printed module, so they survive harmless changes of op order or
+SSA names.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from naiad.ir import parse_module
+from naiad.passes.constants import constant_values
+
+
+def module(args: str, body: str, results: str = "") -> ModuleOp:
+    """A module of one public kernel ``@k(args) -> (results)`` whose body is `body` (which
+    ends with its own ``tt.return``)."""
+    ops = textwrap.indent(textwrap.dedent(body).strip(), " " * 4)
+    signature = f"({args})" + (f" -> ({results})" if results else "")
+    return parse_module(f"builtin.module {{\n  tt.func public @k{signature} {{\n{ops}\n  }}\n}}")
+
+
+def ops(mod: Operation, name: str) -> list[Operation]:
+    return [op for op in mod.walk() if op.name == name]
+
+
+def count(mod: Operation, name: str) -> int:
+    return len(ops(mod, name))
+
+
+def op_count(mod: Operation) -> int:
+    """Every op but the module itself."""
+    return sum(1 for _ in mod.walk()) - 1
+
+
+def returned(mod: Operation, index: int = 0) -> SSAValue:
+    """The `index`-th value the kernel returns."""
+    return ops(mod, "tt.return")[0].operands[index]
+
+
+def returned_constant(mod: Operation, index: int = 0):
+    """The constant the kernel returns at `index`: a number for a scalar or a splat, a tuple
+    for another dense tensor; None when it is not a constant."""
+    values = constant_values(returned(mod, index))
+    if values is None:
+        return None
+    return values[0] if len(values) == 1 else values
