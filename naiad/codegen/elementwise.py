@@ -125,13 +125,40 @@ def _binary(method: str) -> Callable:
 
 
 for _cls, _method in ((arith.AddiOp, "add"), (arith.SubiOp, "sub"), (arith.MuliOp, "mul"),
-                      (arith.DivSIOp, "sdiv"), (arith.DivUIOp, "udiv"), (arith.RemSIOp, "srem"),
-                      (arith.RemUIOp, "urem"), (arith.AndIOp, "and_"), (arith.OrIOp, "or_"),
+                      (arith.AndIOp, "and_"), (arith.OrIOp, "or_"),
                       (arith.XOrIOp, "xor"), (arith.ShLIOp, "shl"), (arith.ShRSIOp, "ashr"),
                       (arith.ShRUIOp, "lshr"), (arith.AddfOp, "fadd"), (arith.SubfOp, "fsub"),
                       (arith.MulfOp, "fmul"), (arith.DivfOp, "fdiv"), (arith.RemFOp, "frem"),
                       (tt.PreciseDivFOp, "fdiv")):
     rule(_cls)(_binary(_method))
+
+
+def _safe_divisor(ctx: Lowering, dividend: ir.Value, divisor: ir.Value, signed: bool) -> ir.Value:
+    """The divisor with 1 where LLVM's division is undefined: a zero divisor, and ``MIN / -1``.
+
+    x86 traps on both, killing the process, and they are common in practice: a masked load
+    fills the masked-off lanes with zeros, and those lanes are divided too.  With 1 there,
+    ``MIN / -1`` gives MIN and ``MIN % -1`` gives 0 (the two's-complement wrap-around results);
+    a zero divisor gives an unspecified (but harmless) value, as on GPUs.
+    """
+    t = lt.scalar_of(divisor.type)
+    bad = ctx.b.icmp_unsigned("==", divisor, ctx.const(t, 0))
+    if signed:
+        minimum = ctx.b.icmp_unsigned("==", dividend, ctx.const(t, 1 << (t.width - 1)))
+        minus_one = ctx.b.icmp_signed("==", divisor, ctx.const(t, -1))
+        bad = ctx.b.or_(bad, ctx.b.and_(minimum, minus_one))
+    return ctx.b.select(bad, ctx.const(t, 1), divisor)
+
+
+def _division(method: str, signed: bool) -> Callable:
+    def lower_division(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        return getattr(ctx.b, method)(args[0], _safe_divisor(ctx, args[0], args[1], signed))
+    return lower_division
+
+
+for _cls, _method, _signed in ((arith.DivSIOp, "sdiv", True), (arith.RemSIOp, "srem", True),
+                               (arith.DivUIOp, "udiv", False), (arith.RemUIOp, "urem", False)):
+    rule(_cls)(_division(_method, _signed))
 
 
 @rule(arith.NegfOp)
@@ -149,8 +176,6 @@ for _cls, _name in ((arith.MaxSIOp, "smax"), (arith.MinSIOp, "smin"), (arith.Max
                     (arith.MinUIOp, "umin"), (arith.MaximumfOp, "maximum"),
                     (arith.MinimumfOp, "minimum"), (arith.MaxnumfOp, "maxnum"),
                     (arith.MinnumfOp, "minnum"), (xmath.SqrtOp, "sqrt"), (tt.PreciseSqrtOp, "sqrt"),
-                    (xmath.ExpOp, "exp"), (xmath.Exp2Op, "exp2"), (xmath.LogOp, "log"),
-                    (xmath.Log2Op, "log2"), (xmath.SinOp, "sin"), (xmath.CosOp, "cos"),
                     (xmath.FloorOp, "floor"), (xmath.CeilOp, "ceil"), (xmath.AbsFOp, "fabs"),
                     (xmath.FmaOp, "fma"), (xmath.TruncOp, "trunc"), (xmath.RoundEvenOp, "roundeven"),
                     (xmath.RoundOp, "round")):
@@ -176,7 +201,11 @@ def _libm_rule(c_name: str) -> Callable:
     return lower_libm
 
 
-for _cls, _name in ((xmath.ErfOp, "erf"), (xmath.TanhOp, "tanh"), (xmath.Log1pOp, "log1p"),
+# Transcendentals go through the target's math library (which may map them to intrinsics, or
+# to faster vector code: the CPU's exp).
+for _cls, _name in ((xmath.ExpOp, "exp"), (xmath.Exp2Op, "exp2"), (xmath.LogOp, "log"),
+                    (xmath.Log2Op, "log2"), (xmath.SinOp, "sin"), (xmath.CosOp, "cos"),
+                    (xmath.ErfOp, "erf"), (xmath.TanhOp, "tanh"), (xmath.Log1pOp, "log1p"),
                     (xmath.ExpM1Op, "expm1"), (xmath.TanOp, "tan"), (xmath.AtanOp, "atan")):
     rule(_cls)(_libm_rule(_name))
 
@@ -241,16 +270,44 @@ def _extui(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return _int_resize(ctx, args[0], _result(ctx, op), False)
 
 
-def _float_resize(ctx: Lowering, value: ir.Value, target: ir.Type) -> ir.Value:
-    old, new = lt.byte_size(value.type), lt.byte_size(target)
-    if lt.scalar_of(value.type) == lt.scalar_of(target):
+def _f64_to_f32_odd(ctx: Lowering, value: ir.Value) -> ir.Value:
+    """f64 -> f32 rounding to odd (toward zero, then the last bit set when inexact).
+
+    Rounding twice to nearest (f64 -> f32 -> f16) is wrong when the first rounding lands on a
+    tie of the second; rounding to odd first cannot make a tie, so the second rounding to any
+    format at least two bits narrower than f32 (f16, bf16, fp8) is correctly rounded.  It also
+    keeps f64 -> f16 away from ``fptrunc double to half``, which x86 compiles into a call of
+    ``__truncdfhf2``, a compiler-runtime function the process may not have.
+    """
+    b = ctx.b
+    f32, i32 = lt.vector(lt.F32, ctx.lanes), lt.vector(lt.I32, ctx.lanes)
+    nearest = b.fptrunc(value, f32)
+    back = b.fpext(nearest, value.type)
+    inexact = b.fcmp_ordered("!=", back, value)
+    rounded_away = b.fcmp_ordered(">", ctx.intrinsic("fabs", [back]), ctx.intrinsic("fabs", [value]))
+    bits = b.bitcast(nearest, i32)
+    toward_zero = b.select(rounded_away, b.sub(bits, ctx.const(lt.I32, 1)), bits)
+    odd = b.or_(toward_zero, ctx.const(lt.I32, 1))
+    return b.bitcast(b.select(inexact, odd, bits), f32)
+
+
+def _float_resize(ctx: Lowering, value: ir.Value, mlir_target: Any) -> ir.Value:
+    """A float ``value`` in the compute type of the float type ``mlir_target``, rounded once."""
+    target = ctx.compute_type(mlir_target)
+    src, dst = lt.scalar_of(value.type), lt.scalar_of(target)
+    if src == dst:
         return value
-    return ctx.b.fptrunc(value, target) if old > new else ctx.b.fpext(value, target)
+    if src == lt.F64 and (dst == lt.F16 or dst != lt.scalar(mlir_target)):
+        value = _f64_to_f32_odd(ctx, value)      # f16, or bf16/fp8 (rounded by to_storage)
+        return value if dst == lt.F32 else ctx.b.fptrunc(value, target)
+    if lt.byte_size(src) > lt.byte_size(dst):
+        return ctx.b.fptrunc(value, target)
+    return ctx.b.fpext(value, target)
 
 
 @rule(arith.ExtFOp, arith.TruncFOp)
 def _float_cast(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    return _float_resize(ctx, args[0], _result(ctx, op))
+    return _float_resize(ctx, args[0], op.results[0].type)
 
 
 @rule(tt.FpToFpOp, storage_result=True)
@@ -259,12 +316,12 @@ def _fp_to_fp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     target = op.results[0].type
     rounding = op.rounding.data.value if op.rounding is not None else "rtne"
     if lt.is_fp8(target):
-        as_f32 = _float_resize(ctx, args[0], lt.vector(lt.F32, ctx.lanes))
+        as_f32 = _float_resize(ctx, args[0], target)
         return ctx.hooks.f32_to_fp8(ctx, as_f32, lt.element(target), rounding)
     narrowing = lt.byte_size(args[0].type) > lt.byte_size(lt.scalar(target)) or lt.is_bf16(target)
     if rounding == "rtz" and narrowing:
         return ctx.hooks.truncate_toward_zero(ctx, args[0], target)
-    return to_storage(ctx, _float_resize(ctx, args[0], _result(ctx, op)), target)
+    return to_storage(ctx, _float_resize(ctx, args[0], target), target)
 
 
 @rule(arith.SIToFPOp)

@@ -226,21 +226,30 @@ class JITFunction:
         return dict(bound.arguments), options
 
     def specialization(self, bound: dict[str, Any]) -> list[tuple[Any, Any]]:
-        """(type string, key) for each parameter, in order."""
+        """(type string, key) for each parameter, in order.
+
+        A parameter annotated with a scalar type (``n: tl.int64``) takes that type and is never
+        turned into a constexpr, as in Triton; ints keep their divisibility key.
+        """
+        from naiad.language import core
+
         result = []
         for p in self.params:
             value = bound[p.name]
             if p.is_constexpr:
-                result.append(("constexpr", value.value if hasattr(value, "value") and
-                               type(value).__name__ == "constexpr" else value))
+                result.append(("constexpr", value.value if isinstance(value, core.constexpr) else value))
                 continue
+            typed = bool(p.annotation) and not p.annotation.startswith("*")
             try:
-                ty, key = specialize(value, specialize_value=not p.do_not_specialize,
+                ty, key = specialize(value, specialize_value=not p.do_not_specialize and not typed,
                                      align=not p.do_not_specialize_on_alignment)
+                if typed:
+                    ty = p.annotation
+                    if isinstance(value, int) and not isinstance(value, bool) and \
+                            not p.do_not_specialize:
+                        key = "D" if value % 16 == 0 and not p.do_not_specialize_on_alignment else ""
             except LaunchError as e:
                 raise LaunchError(f"{self.__name__}: argument {p.name!r}: {e}") from None
-            if p.annotation and p.annotation not in ("constexpr",) and ty != "constexpr":
-                ty = p.annotation if not p.annotation.startswith("*") else ty
             result.append((ty, key))
         return result
 
