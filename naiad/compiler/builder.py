@@ -28,11 +28,18 @@ class IRBuilder:
         self.module = ModuleOp([])
         self.block: Block | None = None
         self.loc: Attribute = UnknownLoc()
+        self._locs: dict[tuple[str, int, int], Attribute] = {}
         self._depth = 0
 
     # -- locations and insertion -----------------------------------------------------------
     def set_loc(self, filename: str, line: int, col: int) -> None:
-        self.loc = FileLineColLoc(StringAttr(filename), IntAttr(line), IntAttr(col))
+        # Every visited AST node sets the location; building the attribute is the costly
+        # part, so each distinct position is built once.
+        key = (filename, line, col)
+        loc = self._locs.get(key)
+        if loc is None:
+            loc = self._locs[key] = FileLineColLoc(StringAttr(filename), IntAttr(line), IntAttr(col))
+        self.loc = loc
 
     def insert(self, op: Operation) -> Operation:
         if self.block is None:

@@ -10,25 +10,31 @@ One `CodeGenerator` walks one function's AST for one specialization.  Values in 
 Control flow with a compile-time condition is resolved here (only one branch is generated);
 with a runtime condition it becomes ``scf.if`` / ``scf.for`` / ``scf.while`` whose results carry
 the variables the body assigns.  Calls to other ``@jit`` functions become ``tt.call`` of a
-function generated for that specialization; the shared inliner pass inlines them later unless
-they are ``noinline``.
+function generated for that specialization (tuples holding tensors are passed flattened); the
+shared inliner pass inlines them later unless they are ``noinline``.  Loops over
+``tl.static_range`` or a tuple are unrolled here.
 
 Every user error is raised as `CompilationError` with the position of the innermost AST node
-being generated.
+being generated in user code: an error inside Naiad's library (``tl.sum`` is ``@jit`` code) is
+re-reported at the user's call, one inside a user's helper keeps its line and lists the calls.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
+import os
 from typing import Any
 
 from naiad import knobs
+from naiad.errors import NaiadError
 from naiad.compiler.errors import (CompilationError, CompileTimeAssertionFailure,
                                    UnsupportedLanguageConstruct)
 from naiad.language import core
 from naiad.language.core import constexpr, tensor
+from naiad.language.semantic import type_name
 from naiad.runtime.jit import JITFunction
 
 _BINARY_METHODS = {
@@ -55,16 +61,31 @@ _UNARY_METHODS = {ast.USub: "__neg__", ast.UAdd: "__pos__", ast.Invert: "__inver
 _PYTHON_BUILTINS = {len, isinstance, getattr, hasattr, int, float, bool, str, abs, min, max,
                     zip, enumerate, tuple, list, repr, type, print, range}
 
+#: Python syntax kernels cannot use: (what it is, what to write instead).
 _UNSUPPORTED = {
-    ast.Lambda: "lambda expressions", ast.Try: "try/except", ast.With: "'with' blocks",
-    ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
-    ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions",
-    ast.Break: "'break'", ast.Continue: "'continue'", ast.Global: "'global'",
-    ast.Nonlocal: "'nonlocal'", ast.ClassDef: "class definitions", ast.Delete: "'del'",
-    ast.Raise: "'raise'", ast.Yield: "'yield'", ast.YieldFrom: "'yield from'",
-    ast.AsyncFunctionDef: "async functions", ast.Await: "'await'", ast.Dict: "dict literals",
-    ast.Set: "set literals", ast.Import: "imports", ast.ImportFrom: "imports",
-    ast.NamedExpr: "':=' expressions",
+    ast.Lambda: ("lambda expressions", "define a @naiad.jit function at module level"),
+    ast.Try: ("try/except", "check conditions explicitly; kernels cannot catch exceptions"),
+    ast.With: ("'with' blocks", "write the statements without the 'with'"),
+    ast.ListComp: ("list comprehensions", "build the values with tl.static_range or a tuple"),
+    ast.SetComp: ("set comprehensions", "build the values with tl.static_range or a tuple"),
+    ast.DictComp: ("dict comprehensions", "pass the values as separate arguments"),
+    ast.GeneratorExp: ("generator expressions", "use a for loop over tl.static_range"),
+    ast.Break: ("'break'", "use a while loop whose condition becomes false instead"),
+    ast.Continue: ("'continue'", "put the rest of the loop body under an 'if'"),
+    ast.Global: ("'global'", "pass the value as an argument, or read a tl.constexpr global"),
+    ast.Nonlocal: ("'nonlocal'", "pass the value as an argument"),
+    ast.ClassDef: ("class definitions", "define the class outside the kernel"),
+    ast.Delete: ("'del'", "just stop using the variable"),
+    ast.Raise: ("'raise'", "use tl.static_assert or tl.device_assert"),
+    ast.Yield: ("'yield'", "return the values instead"),
+    ast.YieldFrom: ("'yield from'", "return the values instead"),
+    ast.AsyncFunctionDef: ("async functions", "use a plain @naiad.jit function"),
+    ast.Await: ("'await'", "kernels are not asynchronous; remove it"),
+    ast.Dict: ("dict literals", "use a tuple, or separate variables"),
+    ast.Set: ("set literals", "use a tuple"),
+    ast.Import: ("imports", "import at module level, outside the kernel"),
+    ast.ImportFrom: ("imports", "import at module level, outside the kernel"),
+    ast.NamedExpr: ("':=' expressions", "assign the value in a statement of its own first"),
 }
 
 
@@ -84,7 +105,7 @@ class CodeGenerator(ast.NodeVisitor):
     """Generates one ``tt.func`` for one specialization of one ``@jit`` function."""
 
     def __init__(self, fn: JITFunction, arg_types: list[Any], constants: dict[int, Any],
-                 attrs: dict[int, list], module: "ModuleContext", *, is_kernel: bool,
+                 attrs: dict[Any, list], module: "ModuleContext", *, is_kernel: bool,
                  name: str):
         self.fn = fn
         self.arg_types = arg_types
@@ -96,6 +117,9 @@ class CodeGenerator(ast.NodeVisitor):
         self.is_kernel = is_kernel
         self.name = name
         self.lscope: dict[str, Any] = {}
+        # Names assigned only inside a runtime if branch or loop body, which therefore do not
+        # exist after it: name -> (where, node), to explain a later "not defined".
+        self.scoped_out: dict[str, tuple[str, ast.AST]] = {}
         self.return_values: list[Any] | None = None
         self.func_op: Any = None
         self._node: ast.AST | None = None
@@ -103,8 +127,30 @@ class CodeGenerator(ast.NodeVisitor):
     # -- errors ---------------------------------------------------------------------------
     def error(self, message: str, node: ast.AST | None = None,
               cls: type[CompilationError] = CompilationError) -> CompilationError:
-        return cls(self.fn.__name__, self.fn.filename, self.fn.src, node or self._node, message,
-                   line_offset=self.fn.starting_line_number - 1)
+        kernel = self.module.generators[0].fn if self.module.generators else self.fn
+        return cls(kernel.__name__, self.fn.filename, self.fn.src, node or self._node, message,
+                   line_offset=self.fn.def_line - 1, function=self.fn.__name__)
+
+    def line(self, node: ast.AST) -> int:
+        """The line of ``node`` in the file (AST lines count from the ``def``)."""
+        return node.lineno + self.fn.def_line - 1
+
+    def callee_error(self, error: CompilationError, callee: JITFunction,
+                     node: ast.AST) -> CompilationError:
+        """``error`` came out of the call of ``callee`` at ``node``: make it point at user code.
+
+        Inside Naiad's library the error travels on unchanged up to the user's call.  There,
+        an error located in the library is reported at the user's call instead; one located
+        in user code (a helper, a combine function) keeps its line and records this call.
+        """
+        if _is_library(self.fn):
+            return error
+        if _is_library_file(error.filename):
+            return self.error(f"{error.message}\n(raised inside {_library_name(callee)}, which "
+                              f"was called here)", node, type(error))
+        error.called_from(self.fn.__name__, self.fn.filename, self.line(node),
+                          is_kernel=self.is_kernel)
+        return error
 
     # -- entry point ------------------------------------------------------------------------
     def generate(self) -> Any:
@@ -119,13 +165,13 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit(self, node: ast.AST) -> Any:
         if type(node) in _UNSUPPORTED:
-            raise self.error(f"{_UNSUPPORTED[type(node)]} are not supported inside kernels -- "
-                             f"fix: rewrite this without them", node, UnsupportedLanguageConstruct)
+            what, fix = _UNSUPPORTED[type(node)]
+            raise self.error(f"{what} cannot be used inside kernels -- fix: {fix}", node,
+                             UnsupportedLanguageConstruct)
         outer = self._node
         self._node = node
         if hasattr(node, "lineno"):
-            self.builder.set_loc(self.fn.filename, node.lineno + self.fn.starting_line_number - 1,
-                                 node.col_offset + 1)
+            self.builder.set_loc(self.fn.filename, self.line(node), node.col_offset + 1)
         try:
             return super().visit(node)
         except (CompilationError, _ReturnSignal):
@@ -155,6 +201,12 @@ class CodeGenerator(ast.NodeVisitor):
             if value in _PYTHON_BUILTINS:
                 return value
             raise self.error(f"the Python builtin {name!r} cannot be used inside a kernel", node)
+        if name in self.scoped_out:
+            where, block = self.scoped_out[name]
+            raise self.error(f"name {name!r} is not defined here: it is assigned only {where} at "
+                             f"line {self.line(block)}, so it does not exist after it -- fix: "
+                             f"assign it before the {'if' if 'if' in where else 'loop'} (and in "
+                             f"every branch)", node)
         raise self.error(f"name {name!r} is not defined -- fix: define it before use, or pass it "
                          f"as an argument (a global must be a tl.constexpr)", node)
 
@@ -166,7 +218,7 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(value, tuple) and all(isinstance(v, (constexpr, int, float, bool)) for v in value):
             return value
         raise self.error(
-            f"global variable {name!r} is a {type(value).__name__}; kernels can only read globals "
+            f"global variable {name!r} holds a {type(value).__name__}; kernels can only read globals "
             f"declared as constexpr -- fix: write `{name} = tl.constexpr({value!r})` at module level, "
             f"or pass it as an argument", node)
 
@@ -177,12 +229,11 @@ class CodeGenerator(ast.NodeVisitor):
                              "define it at module level with @naiad.jit", node,
                              UnsupportedLanguageConstruct)
         params = self.fn.params
-        runtime_types, runtime_attrs = [], []
-        for p in params:
-            if p.num in self.constants:
-                continue
-            runtime_types.append(self.arg_types[p.num])
-            runtime_attrs.append(self.attrs.get(p.num, []))
+        templates = {p.num: _as_template(self.arg_types[p.num]) for p in params
+                     if p.num not in self.constants}
+        slots = [slot for num, template in templates.items() for slot in _slots(template, (num,))]
+        runtime_types = [ty for _, ty in slots]
+        runtime_attrs = [self.attrs.get(path[0] if len(path) == 1 else path, []) for path, _ in slots]
         self.func_op, block = self.builder.create_function(
             self.name, [self.semantic.ir_type(t) for t in runtime_types], runtime_attrs,
             public=self.is_kernel, noinline=self.fn.noinline)
@@ -191,7 +242,7 @@ class CodeGenerator(ast.NodeVisitor):
             if p.num in self.constants:
                 self.lscope[p.name] = constexpr(self.constants[p.num])
             else:
-                self.lscope[p.name] = tensor(next(args), self.arg_types[p.num])
+                self.lscope[p.name] = _fill(templates[p.num], args)
         with self.builder.at_end(block):
             try:
                 self.visit_body(node.body)
@@ -202,14 +253,15 @@ class CodeGenerator(ast.NodeVisitor):
                 self.builder.ret([])
 
     def visit_body(self, statements: list[ast.stmt]) -> None:
-        for i, stmt in enumerate(statements):
-            if isinstance(stmt, ast.Return) and i != len(statements) - 1:
-                raise self.error("code after 'return' is unreachable -- fix: remove it", statements[i + 1])
+        """Generate statements in order; a ``return`` ends generation (as in Triton, code after
+        it is never compiled)."""
+        for stmt in statements:
             self.visit(stmt)
 
     def visit_Return(self, node: ast.Return) -> None:
         value = self.visit(node.value) if node.value is not None else None
-        values = list(value) if isinstance(value, tuple) else ([] if value is None else [value])
+        value = _unwrap(value)
+        values = list(value) if isinstance(value, (tuple, list)) else ([] if value is None else [value])
         runtime = [self.materialize(v, node) for v in values]
         if self.builder.block_depth() != 0:
             raise self.error("'return' inside a runtime if/for/while is not supported -- fix: "
@@ -279,6 +331,18 @@ class CodeGenerator(ast.NodeVisitor):
         raise self.error(f"cannot assign to {ast.unparse(target)} -- fix: assign to a plain name "
                          f"(tensors are immutable; use tl.where to change elements)", target)
 
+    def bind(self, target: ast.expr, value: Any) -> None:
+        """Bind the variable(s) of an unrolled loop; compile-time values stay compile-time."""
+        if isinstance(target, ast.Name):
+            self.lscope[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(_unwrap(value), (tuple, list)) \
+                and len(_unwrap(value)) == len(target.elts):
+            for t, v in zip(target.elts, _unwrap(value)):
+                self.bind(t, v)
+        else:
+            raise self.error(f"cannot unpack {_describe_value(value)} into "
+                             f"{ast.unparse(target)}", target)
+
     def visit_Assert(self, node: ast.Assert) -> None:
         message = "" if node.msg is None else _unwrap(self.visit(node.msg))
         core.device_assert(self.visit(node.test), str(message))
@@ -297,21 +361,49 @@ class CodeGenerator(ast.NodeVisitor):
         before = dict(self.lscope)
         then_scope, then_ops = self.generate_branch(node.body, before)
         else_scope, else_ops = self.generate_branch(node.orelse, before)
-        names = [n for n in then_scope if n in else_scope and _is_runtime(then_scope[n])
-                 and _is_runtime(else_scope[n])
-                 and (then_scope[n] is not before.get(n) or else_scope[n] is not before.get(n))]
-        for n in names:
-            if then_scope[n].type != else_scope[n].type:
-                raise self.error(f"{n!r} has type {then_scope[n].type} in the 'if' branch but "
-                                 f"{else_scope[n].type} in the 'else' branch -- fix: cast one with "
+        self.lscope = before
+        names = []
+        for n in [*then_scope, *(n for n in else_scope if n not in then_scope)]:
+            if n not in then_scope or n not in else_scope:
+                self.scoped_out[n] = ("in one branch of the runtime 'if'", node)
+            elif self.merged_value(n, then_scope[n], else_scope[n], before, node):
+                names.append(n)
+        then_values = [self.branch_result(n, then_scope[n], before, node) for n in names]
+        else_values = [self.branch_result(n, else_scope[n], before, node) for n in names]
+        for n, a, b in zip(names, then_values, else_values):
+            if a.type != b.type:
+                raise self.error(f"{n!r} has type {type_name(a.type)} in the 'if' branch but "
+                                 f"{type_name(b.type)} in the 'else' branch -- fix: cast one with "
                                  f".to(...) so both branches agree", node)
         results = self.builder.create_if(
-            cond.handle, [self.semantic.ir_type(then_scope[n].type) for n in names],
-            then_ops, [then_scope[n].handle for n in names],
-            else_ops, [else_scope[n].handle for n in names])
-        self.lscope = before
-        for n, handle in zip(names, results):
-            self.lscope[n] = tensor(handle, then_scope[n].type)
+            cond.handle, [self.semantic.ir_type(v.type) for v in then_values],
+            then_ops, [v.handle for v in then_values], else_ops, [v.handle for v in else_values])
+        for n, handle, value in zip(names, results, then_values):
+            self.lscope[n] = tensor(handle, value.type)
+
+    def merged_value(self, name: str, then_value: Any, else_value: Any, before: dict,
+                     node: ast.AST) -> bool:
+        """Whether ``name`` must become a result of the ``scf.if``.  A compile-time value that
+        both branches leave equal is simply kept."""
+        if then_value is else_value:
+            return False
+        if not _is_runtime(then_value) and not _is_runtime(else_value) \
+                and _same_constant(then_value, else_value):
+            self.lscope[name] = then_value
+            return False
+        return True
+
+    def branch_result(self, name: str, value: Any, before: dict, node: ast.AST) -> tensor:
+        """The runtime value a branch yields for ``name``.  A number the branch left unchanged
+        is materialized before the ``if``; other compile-time values cannot differ."""
+        if _is_runtime(value):
+            return value
+        if value is before.get(name) and isinstance(_unwrap(value), (bool, int, float)):
+            return self.materialize(value, node)
+        raise self.error(f"{name!r} is {_describe_value(value)} in one branch of this runtime 'if' "
+                         f"and something else in the other; compile-time values cannot depend on "
+                         f"a runtime condition -- fix: give it the same value in both branches, "
+                         f"or make the condition a tl.constexpr", node)
 
     def generate_branch(self, body: list[ast.stmt], before: dict) -> tuple[dict, Any]:
         """Generate ``body`` into a detached block; return the scope after it and the block."""
@@ -324,15 +416,17 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error("'for ... else' is not supported", node, UnsupportedLanguageConstruct)
-        iterator = self.visit(node.iter)
+        iterator = _unwrap(self.visit(node.iter))
         if isinstance(iterator, core.static_range):
-            for i in range(iterator.start, iterator.end, iterator.step):
-                self.lscope[_loop_var(self, node)] = constexpr(i)
+            iterator = tuple(constexpr(i) for i in range(iterator.start, iterator.end, iterator.step))
+        if isinstance(iterator, (tuple, list)):       # unrolled at compile time
+            for value in iterator:
+                self.bind(node.target, value)
                 self.visit_body(node.body)
             return
         if not isinstance(iterator, core.range):
-            raise self.error("kernels loop only over range(...), tl.range(...) or "
-                             "tl.static_range(...)", node.iter)
+            raise self.error("kernels loop only over range(...), tl.range(...), "
+                             "tl.static_range(...) or a tuple", node.iter)
         var = _loop_var(self, node)
         bounds = [iterator.start, iterator.end, iterator.step]
         if all(not _is_runtime(b) for b in bounds) and _unwrap(iterator.step) == 0:
@@ -366,9 +460,9 @@ class CodeGenerator(ast.NodeVisitor):
         if not _is_runtime(value):
             value = self.materialize(value, node)
         if value.type != initial.type:
-            raise self.error(f"loop-carried variable {name!r} starts as {initial.type} but is "
-                             f"re-assigned to {value.type} in the loop -- fix: keep its type the "
-                             f"same, e.g. initialize it with the loop's type", node)
+            raise self.error(f"loop-carried variable {name!r} starts as {type_name(initial.type)} "
+                             f"but is re-assigned to {type_name(value.type)} in the loop -- fix: "
+                             f"keep its type the same, e.g. initialize it with the loop's type", node)
         return value.handle
 
     def carried_names(self, body: list[ast.stmt], before: dict,
@@ -387,6 +481,9 @@ class CodeGenerator(ast.NodeVisitor):
             self.visit_body(body)
         after = self.lscope
         self.lscope = saved
+        for n in after:
+            if n not in before and (loop_var is None or n != loop_var[0]):
+                self.scoped_out[n] = ("inside the loop body", body[0])
         names = []
         for n, old in before.items():
             new = after.get(n)
@@ -435,7 +532,8 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.visit(e) for e in node.elts)
 
-    visit_List = visit_Tuple
+    def visit_List(self, node: ast.List) -> list:
+        return [self.visit(e) for e in node.elts]
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> constexpr:
         parts = []
@@ -445,7 +543,8 @@ class CodeGenerator(ast.NodeVisitor):
                 continue
             inner = self.visit(value.value)
             if _is_runtime(inner):
-                raise self.error("f-strings can only format compile-time values", value)
+                raise self.error("f-strings can only format compile-time values -- fix: use "
+                                 "tl.device_print(\"prefix\", value) to print runtime values", value)
             spec = "" if value.format_spec is None else _unwrap(self.visit(value.format_spec))
             parts.append(format(_unwrap(inner), spec))
         return constexpr("".join(parts))
@@ -517,7 +616,8 @@ class CodeGenerator(ast.NodeVisitor):
         self.lscope = before
         if then_value.type != else_value.type:
             raise self.error(f"the two sides of the conditional expression have types "
-                             f"{then_value.type} and {else_value.type} -- fix: cast one side", node)
+                             f"{type_name(then_value.type)} and {type_name(else_value.type)} -- "
+                             f"fix: cast one side", node)
         (result,) = self.builder.create_if(cond.handle, [self.semantic.ir_type(then_value.type)],
                                            then_block, [then_value.handle],
                                            else_block, [else_value.handle])
@@ -561,29 +661,44 @@ class CodeGenerator(ast.NodeVisitor):
             else:
                 args.append(self.visit(a))
         kwargs = dict(self.visit(k) for k in node.keywords)
-        if isinstance(fn, JITFunction):
-            return self.module.call_jit(fn, args, kwargs, self, node)
-        if core.is_builtin(fn):
-            return fn(*args, **kwargs)
-        if getattr(fn, "__naiad_constexpr_function__", False):
-            if any(_is_runtime(a) for a in [*args, *kwargs.values()]):
-                raise self.error(f"{fn.__name__} runs at compile time and needs compile-time "
-                                 f"arguments", node)
-            return constexpr(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
-        if fn in _PYTHON_BUILTINS:
-            return self.call_python_builtin(fn, args, kwargs, node)
-        if isinstance(fn, type) and issubclass(fn, (core.range, core.static_range)):
-            return fn(*[_unwrap(a) if not _is_runtime(a) else a for a in args],
-                      **{k: _unwrap(v) for k, v in kwargs.items()})
-        if fn is constexpr or isinstance(fn, core.dtype):
-            return fn(*[_unwrap(a) for a in args])
+        return self.call(fn, args, kwargs, node)
+
+    def call(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        """Call whatever a kernel may call (see `_CALLABLES`); tensor methods arrive as
+        ``functools.partial`` (``x.sum(1)`` is ``tl.sum(x, 1)``)."""
+        fn = _unwrap(fn)                          # FN: tl.constexpr = some_jit_function
+        if isinstance(fn, functools.partial):
+            return self.call(fn.func, [*fn.args, *args], {**fn.keywords, **kwargs}, node)
+        for accepts, how in _CALLABLES:
+            if accepts(fn):
+                return how(self, fn, args, kwargs, node)
         name = getattr(fn, "__name__", repr(fn))
         raise self.error(f"cannot call the Python function {name!r} inside a kernel -- fix: "
                          f"decorate it with @naiad.jit, or compute it outside and pass the value "
                          f"as a tl.constexpr", node)
 
+    def call_jit(self, fn: JITFunction, args: list, kwargs: dict, node: ast.AST) -> Any:
+        return self.module.call_jit(fn, args, kwargs, self, node)
+
+    def call_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        return fn(*args, **kwargs)
+
+    def call_range(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        return fn(*[_unwrap(a) if not _is_runtime(a) else a for a in args],
+                  **{k: _unwrap(v) for k, v in kwargs.items()})
+
+    def call_at_compile_time(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        """Constexpr functions, dtypes and methods of compile-time values run in Python on the
+        unwrapped arguments; a number or string result becomes a constexpr."""
+        if any(_is_runtime(a) for a in [*args, *kwargs.values()]):
+            raise self.error(f"{getattr(fn, '__name__', fn)} runs at compile time and needs "
+                             f"compile-time arguments -- fix: pass tl.constexpr values", node)
+        result = fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+        return constexpr(result) if isinstance(result, (int, float, bool, str)) else result
+
     def call_python_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
-        if fn is print:
+        if fn is print:     # print("x", x) is tl.device_print("x", x); print(x) has no prefix
+            args = args if args and not _is_runtime(args[0]) else [constexpr(""), *args]
             return core.device_print(*[_unwrap(a) if not _is_runtime(a) else a for a in args])
         if fn is range:
             return core.range(*args, **kwargs)
@@ -595,11 +710,31 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         if any(_is_runtime(a) for a in args) and fn not in (isinstance, len, getattr, hasattr,
                                                             type, tuple, list, zip, enumerate):
-            raise self.error(f"{fn.__name__}() needs compile-time arguments here", node)
+            raise self.error(f"{fn.__name__}() runs at compile time, but its argument is only "
+                             f"known at run time -- fix: compare explicitly (x != 0), convert "
+                             f"with .to(...), or reduce a block first", node)
         result = fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
         if fn in (zip, enumerate):
             return tuple(result)
         return constexpr(result) if isinstance(result, (int, float, bool, str)) else result
+
+
+def _is_compile_time_callable(fn: Any) -> bool:
+    """Constexpr functions, ``tl.constexpr``, dtypes (and their classes), and methods of
+    compile-time values (``x.dtype.is_int``)."""
+    return getattr(fn, "__naiad_constexpr_function__", False) is True or fn is constexpr \
+        or isinstance(fn, core.dtype) or _is_dtype_class(fn) or _is_value_method(fn)
+
+
+#: (does it accept fn, how to call it), in order of precedence.
+_CALLABLES = [
+    (lambda fn: isinstance(fn, JITFunction), CodeGenerator.call_jit),
+    (core.is_builtin, CodeGenerator.call_builtin),
+    (lambda fn: any(fn is b for b in _PYTHON_BUILTINS), CodeGenerator.call_python_builtin),
+    (lambda fn: isinstance(fn, type) and issubclass(fn, (core.range, core.static_range)),
+     CodeGenerator.call_range),
+    (_is_compile_time_callable, CodeGenerator.call_at_compile_time),
+]
 
 
 def _python_operator(method: str) -> Any:
@@ -614,13 +749,99 @@ def _loop_var(gen: CodeGenerator, node: ast.For) -> str:
     return node.target.id
 
 
+_LIBRARY_DIR = os.path.dirname(os.path.abspath(core.__file__)) + os.sep
+
+
+def _is_library_file(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_LIBRARY_DIR)
+
+
+def _is_library(fn: JITFunction) -> bool:
+    """Whether ``fn`` is part of Naiad's language library (``tl.sum``, ``tl.softmax``, ...)."""
+    return _is_library_file(fn.filename)
+
+
+def _library_name(fn: JITFunction) -> str:
+    return f"tl.{fn.__name__}" if fn.module.startswith("naiad.language") else fn.__name__
+
+
+class ArgSlot:
+    """Where a tensor sits in an argument: one block argument of the callee, of type ``ty``.
+
+    A tuple argument holding tensors is passed as a template (the tuple with a `ArgSlot` for
+    each tensor) plus the tensors, flattened; the callee rebuilds the tuple from its block
+    arguments.  Compile-time values inside the tuple stay in the template.
+    """
+
+    def __init__(self, ty: Any):
+        self.ty = ty
+
+    def __repr__(self) -> str:
+        return f"<{self.ty}>"
+
+
+def _template(value: Any) -> tuple[Any, list[tensor]]:
+    """Split an argument into its template and the tensors it holds, in order."""
+    if isinstance(value, tensor):
+        return ArgSlot(value.type), [value]
+    if isinstance(value, (tuple, list)):
+        parts = [_template(v) for v in value]
+        return type(value)(t for t, _ in parts), [x for _, xs in parts for x in xs]
+    return value, []
+
+
+def _as_template(ty: Any) -> Any:
+    """A parameter's template from its type: a dtype (a kernel's parameters), a tuple type,
+    or already a template (a device function's)."""
+    if isinstance(ty, core.tuple_type):
+        return tuple(_as_template(t) for t in ty)
+    return ty if isinstance(ty, (ArgSlot, tuple, list)) else ArgSlot(ty)
+
+
+def _slots(template: Any, path: tuple) -> list[tuple[tuple, Any]]:
+    """(path, type) of each runtime element of a parameter, in block-argument order."""
+    if isinstance(template, ArgSlot):
+        return [(path, template.ty)]
+    if isinstance(template, (tuple, list)):
+        return [slot for i, v in enumerate(template) for slot in _slots(v, (*path, i))]
+    return []
+
+
+def _fill(template: Any, args: Any) -> Any:
+    """The argument value: the template with each `ArgSlot` replaced by the next block argument."""
+    if isinstance(template, ArgSlot):
+        return tensor(next(args), template.ty)
+    if isinstance(template, (tuple, list)):
+        return type(template)(_fill(v, args) for v in template)
+    return template
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    """Whether two compile-time values are certainly equal (tuples may hold tensors, whose
+    ``==`` would emit IR, so only plain values are compared)."""
+    a, b = _unwrap(a), _unwrap(b)
+    plain = (bool, int, float, str, core.dtype, type(None))
+    return a is b or (isinstance(a, plain) and type(a) is type(b) and a == b)
+
+
+def _is_dtype_class(fn: Any) -> bool:
+    return isinstance(fn, type) and issubclass(fn, core.dtype)
+
+
+def _is_value_method(fn: Any) -> bool:
+    """A method of a compile-time value (``x.dtype.is_int``, ``"a".upper``), which Triton
+    calls at compile time; functions of modules are not methods."""
+    owner = getattr(fn, "__self__", None)
+    return owner is not None and not _is_module(owner) and not isinstance(owner, (tensor, type))
+
+
 def _is_module(value: Any) -> bool:
     return type(value).__name__ == "module"
 
 
 def _describe_value(value: Any) -> str:
     if isinstance(value, tensor):
-        return f"a tensor of type {value.type}"
+        return f"a tensor of type {type_name(value.type)}"
     if isinstance(value, constexpr):
         return f"the constexpr {value.value!r}"
     return f"a {type(value).__name__}"
@@ -628,7 +849,8 @@ def _describe_value(value: Any) -> str:
 
 def _describe(e: Exception) -> str:
     text = str(e) or type(e).__name__
-    return text if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {text}"
+    expected = (TypeError, ValueError, NotImplementedError, NaiadError)
+    return text if isinstance(e, expected) else f"{type(e).__name__}: {text}"
 
 
 class ModuleContext:
@@ -669,23 +891,29 @@ class ModuleContext:
         values = list(bound.arguments.values())
         constants, arg_types, runtime = {}, [], []
         for p, v in zip(fn.params, values):
-            if p.is_constexpr or not _is_runtime(v):
-                if _is_runtime(v):
+            template, tensors = _template(v)
+            if p.is_constexpr or not tensors:
+                if tensors:
                     raise caller.error(f"argument {p.name!r} of {fn.__name__} is tl.constexpr but "
-                                       f"the value passed is only known at run time", node)
+                                       f"the value passed is only known at run time -- fix: pass "
+                                       f"a compile-time value (a literal, or a tl.constexpr "
+                                       f"parameter or global)", node)
                 constants[p.num] = _unwrap(v)
                 arg_types.append(None)
             else:
-                arg_types.append(v.type)
-                runtime.append(v)
-        key = (fn.cache_key, tuple(str(t) for t in arg_types),
+                arg_types.append(template)
+                runtime.extend(tensors)
+        key = (fn.cache_key, tuple(repr(t) for t in arg_types),
                tuple(sorted((k, repr(v)) for k, v in constants.items())))
         if key not in self.functions:
             self.function_count += 1
             name = f"{fn.__name__}__{self.function_count}"
             generator = CodeGenerator(fn, arg_types, constants, {}, self, is_kernel=False, name=name)
-            with self.semantic.builder.at_module_end():
-                func_op = generator.generate()
+            try:
+                with self.semantic.builder.at_module_end():
+                    func_op = generator.generate()
+            except CompilationError as e:
+                raise caller.callee_error(e, fn, node) from None
             self.functions[key] = (func_op, generator.return_values)
         func_op, returns = self.functions[key]
         results = self.semantic.builder.call(func_op, [v.handle for v in runtime])

@@ -3,8 +3,14 @@
 A `CompilationError` names the kernel, the file, line and column, shows the source line with a
 caret under the column, and says what is wrong and what to do.  The code generator attaches the
 position of the AST node it was visiting; whatever the language layer raised (a type error, a
-shape mismatch) becomes the message.  Naiad's own frames are dropped from the traceback unless
-``NAIAD_FRONTEND_DEBUG=1``, so users see their kernel, not the compiler.
+shape mismatch) becomes the message.
+
+The position is always in the user's code.  An error inside a ``@jit`` function the user wrote
+keeps that function's line and lists the calls that led there (``called from kernel 'k' at
+k.py:12``); an error inside Naiad's own library (``tl.sum`` is ``@jit`` code in
+`naiad.language.standard`) is reported at the user's call of the library function instead,
+because the library's source is not what the user can fix.  Naiad's own frames are dropped from
+the traceback unless ``NAIAD_FRONTEND_DEBUG=1``, so users see their kernel, not the compiler.
 """
 
 from __future__ import annotations
@@ -15,11 +21,18 @@ from naiad.errors import NaiadError
 
 
 class CompilationError(NaiadError):
-    """A kernel could not be compiled.  ``.message`` is the explanation without the source excerpt."""
+    """A kernel could not be compiled.
+
+    ``message`` is the explanation without the source excerpt; ``kernel`` the kernel being
+    compiled; ``function`` the ``@jit`` function holding the reported line (the kernel itself
+    unless the line is in a device function it calls); ``lineno``/``col`` the position in
+    ``filename``; ``call_stack`` the calls from the kernel down to ``function``.
+    """
 
     def __init__(self, kernel: str, filename: str, source: str | None, node: ast.AST | None,
-                 message: str, line_offset: int = 0):
+                 message: str, line_offset: int = 0, *, function: str | None = None):
         self.kernel = kernel
+        self.function = function or kernel
         self.filename = filename
         self.message = message
         self.lineno = getattr(node, "lineno", None)
@@ -27,26 +40,36 @@ class CompilationError(NaiadError):
         if self.lineno is not None:
             self.lineno += line_offset
         self.source_line = _line(source, getattr(node, "lineno", None))
-        super().__init__(self._format())
+        self.call_stack: list[str] = []
+        super().__init__(message)
 
-    def _format(self) -> str:
+    def called_from(self, caller: str, filename: str, lineno: int | None, *, is_kernel: bool) -> None:
+        """Record that the function holding the error was called by ``caller`` at that line."""
+        what = f"kernel '{caller}'" if is_kernel else f"'{caller}'"
+        self.call_stack.append(f"{what} at {filename}:{lineno}")
+        if is_kernel:
+            self.kernel = caller
+
+    def __str__(self) -> str:
         where = f"{self.filename}:{self.lineno}:{(self.col or 0) + 1}" if self.lineno else self.filename
-        text = f"in kernel '{self.kernel}' at {where}:\n"
+        if self.function == self.kernel and not self.call_stack:
+            text = f"in kernel '{self.kernel}' at {where}:\n"
+        else:
+            callers = ", ".join(f"called from {c}" for c in self.call_stack)
+            text = f"in '{self.function}' at {where} ({callers}):\n"
         if self.source_line is not None:
             text += f"    {self.source_line}\n    {' ' * (self.col or 0)}^\n"
         return text + self.message
 
     def __reduce__(self):
-        # Exceptions are copied (deepcopy, pickling across processes): keep the formatted text.
-        return (_rebuild, (type(self), str(self), self.message, self.kernel, self.filename,
-                           self.lineno, self.col, self.source_line))
+        # Exceptions are copied (deepcopy, pickling across processes): keep every field.
+        return (_rebuild, (type(self), dict(self.__dict__)))
 
 
-def _rebuild(cls, text, message, kernel, filename, lineno, col, source_line):
+def _rebuild(cls, fields):
     error = cls.__new__(cls)
-    NaiadError.__init__(error, text)
-    error.message, error.kernel, error.filename = message, kernel, filename
-    error.lineno, error.col, error.source_line = lineno, col, source_line
+    NaiadError.__init__(error, fields["message"])
+    error.__dict__.update(fields)
     return error
 
 

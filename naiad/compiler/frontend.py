@@ -8,56 +8,64 @@ from launch arguments, as the JIT does.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import functools
+import types
+from typing import Any, Callable
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from naiad import knobs
 from naiad.compiler.builder import IRBuilder
-from naiad.compiler.code_generator import CodeGenerator, ModuleContext
+from naiad.compiler.code_generator import ArgSlot, CodeGenerator, ModuleContext
 from naiad.compiler.errors import CompilationError
 from naiad.language import dtypes
+from naiad.language.core import constexpr
 from naiad.language.semantic import Semantic
 from naiad.runtime.jit import JITFunction
 
 _DIVISIBILITY = [("tt.divisibility", 16)]
 
 
-def _by_index(fn: JITFunction, mapping: dict | None) -> dict[int, Any]:
-    """Accept keys as parameter names, indices, or Triton's ``(index,)`` paths."""
+def _by_index(fn: JITFunction, mapping: dict | None) -> dict[Any, Any]:
+    """Accept keys as parameter names, indices, or Triton's paths: ``(index,)`` for a
+    parameter, ``(index, i, ...)`` for an element of a tuple parameter (kept as a path)."""
     result = {}
     for key, value in (mapping or {}).items():
-        if isinstance(key, tuple):
-            key = key[0]
-        if isinstance(key, str):
-            key = fn.arg_names.index(key)
-        result[int(key)] = value
+        path = key if isinstance(key, tuple) else (key,)
+        head = fn.arg_names.index(path[0]) if isinstance(path[0], str) else int(path[0])
+        result[head if len(path) == 1 else (head, *path[1:])] = value
     return result
 
 
+def _user_facing(entry: Callable) -> Callable:
+    """Re-raise a CompilationError from the API entry point itself: the traceback then shows
+    the user's call and not the code generator's recursion (the message already shows the
+    kernel's line).  ``NAIAD_FRONTEND_DEBUG=1`` keeps every frame."""
+    @functools.wraps(entry)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return entry(*args, **kwargs)
+        except CompilationError as e:
+            if knobs.compilation.frontend_debug:
+                raise
+            raise e.with_traceback(None) from None
+    return wrapper
+
+
+@_user_facing
 def make_ttir(fn: JITFunction, signature: dict, constexprs: dict | None = None,
               attrs: dict | None = None, options: Any = None,
               module_map: dict[str, Any] | None = None) -> Any:
     """Generate and verify the TTIR module of one specialization of ``fn``."""
-    types = _by_index(fn, signature)
     constants = _by_index(fn, constexprs)
-    for index, ty in types.items():
-        if ty == "constexpr" and index not in constants:
-            raise CompilationError(fn.__name__, fn.filename, fn.src, None,
-                                   f"parameter {fn.arg_names[index]!r} is constexpr but no value was given")
-    arg_types = [None if (i in constants) else dtypes.str_to_ty(types[i])
-                 for i in range(len(fn.params))]
+    arg_types = _arg_types(fn, _by_index(fn, signature), constants)
     builder = IRBuilder()
     module = ModuleContext(None, module_map or {})
-    module.semantic = Semantic(builder, options, call_jit=module.call_from_builtin)
+    module.semantic = Semantic(builder, _options_for(fn, options), call_jit=module.call_from_builtin)
     generator = CodeGenerator(fn, arg_types, constants, _by_index(fn, attrs), module,
                               is_kernel=True, name=fn.__name__)
-    try:
-        generator.generate()
-    except CompilationError as e:
-        if knobs.compilation.frontend_debug:
-            raise
-        raise e.with_traceback(None) from None   # the message shows the kernel's line
+    generator.generate()
     try:
         builder.module.verify()
     except (VerifyException, DiagnosticException) as e:
@@ -66,19 +74,77 @@ def make_ttir(fn: JITFunction, signature: dict, constexprs: dict | None = None,
     return builder.module
 
 
+def _arg_types(fn: JITFunction, signature: dict[int, Any], constants: dict[int, Any]) -> list:
+    """The dtype of each runtime parameter (None for constexprs), from signature strings."""
+    def fail(name: str, problem: str) -> CompilationError:
+        return CompilationError(fn.__name__, fn.filename, fn.src, None,
+                                f"parameter {name!r} {problem}")
+
+    result = []
+    for p in fn.params:
+        text = signature.get(p.num)
+        if p.num in constants:
+            result.append(None)
+        elif text is None or text == "constexpr":
+            raise fail(p.name, "has no type in the signature and no constexpr value -- fix: "
+                               "give it a type string such as 'i32' or '*fp32', or a value")
+        else:
+            try:
+                result.append(_template(text, (p.num,), constants))
+            except ValueError as e:
+                raise fail(p.name, f"has the type {text!r}, which is not a kernel type: {e}") from None
+            except KeyError as e:
+                raise fail(p.name, f"holds a constexpr at {e.args[0]} but no value was given for "
+                                   f"it -- fix: give it in constexprs under that path") from None
+    return result
+
+
+def _template(text: Any, path: tuple, constants: dict) -> Any:
+    """A parameter's dtype, or for a tuple signature the tuple of its elements: an `ArgSlot`
+    per runtime element, the value of each constexpr element (``constants[path]``)."""
+    if not isinstance(text, tuple):
+        return dtypes.str_to_ty(text)
+    return tuple(constexpr(constants[(*path, i)]) if t == "constexpr" else
+                 _template(t, (*path, i), constants) if isinstance(t, tuple) else
+                 ArgSlot(dtypes.str_to_ty(t)) for i, t in enumerate(text))
+
+
+def _options_for(fn: JITFunction, options: Any) -> Any:
+    """``@jit(debug=True)`` turns device assertions on even when the options leave it off."""
+    if not fn.debug or getattr(options, "debug", False):
+        return options
+    if dataclasses.is_dataclass(options):
+        return dataclasses.replace(options, debug=True)
+    return types.SimpleNamespace(**(vars(options) if options is not None else {}), debug=True)
+
+
 def specialize(fn: JITFunction, *args: Any, **kwargs: Any) -> tuple[dict, dict, dict, dict]:
     """``(signature, constexprs, attrs, options)`` for launching ``fn`` with these arguments."""
     bound, options = fn.bind(args, kwargs)
+    return (*describe(fn, fn.specialization(bound)), options)
+
+
+def describe(fn: JITFunction, specialization: list) -> tuple[dict, dict, dict]:
+    """Triton's ``(signature, constexprs, attrs)`` of a specialization (`JITFunction.specialization`)."""
     signature, constexprs, attrs = {}, {}, {}
-    for p, (ty, key) in zip(fn.params, fn.specialization(bound)):
-        signature[p.name] = "constexpr" if ty == "constexpr" else ty
-        if ty == "constexpr":
-            constexprs[p.name] = key
-        elif key == "D":
-            attrs[p.name] = list(_DIVISIBILITY)
-    return signature, constexprs, attrs, options
+    for p, (ty, key) in zip(fn.params, specialization):
+        signature[p.name] = ty
+        _record(ty, key, (p.num,) if isinstance(ty, tuple) else p.name, constexprs, attrs)
+    return signature, constexprs, attrs
 
 
+def _record(ty: Any, key: Any, where: Any, constexprs: dict, attrs: dict) -> None:
+    """Note a constexpr value or a divisibility attribute; tuple elements by their path."""
+    if isinstance(ty, tuple):
+        for i, (t, k) in enumerate(zip(ty, key)):
+            _record(t, k, (*where, i), constexprs, attrs)
+    elif ty == "constexpr":
+        constexprs[where] = key
+    elif key == "D":
+        attrs[where] = list(_DIVISIBILITY)
+
+
+@_user_facing
 def ttir_for(fn: JITFunction, *args: Any, options: Any = None, **kwargs: Any) -> Any:
     """The TTIR module that launching ``fn(*args, **kwargs)`` would compile."""
     signature, constexprs, attrs, _ = specialize(fn, *args, **kwargs)

@@ -10,7 +10,6 @@ builtin outside a kernel is an error that says so.
 
 from __future__ import annotations
 
-import builtins as _py
 import contextlib
 import enum
 import functools
@@ -21,10 +20,19 @@ from typing import Any, Callable, Iterator, Sequence
 from naiad.language.dtypes import (  # noqa: F401  (re-exported: tl.float32, tl.pointer_type, ...)
     TRITON_MAX_TENSOR_NUMEL, IncompatibleTypeError, block_type, bfloat16, const_pointer_type,
     dtype, float8e4b8, float8e4b15, float8e4nv, float8e5, float8e5b16, float16, float32,
-    float64, function_type, get_int_dtype, int1, int8, int16, int32, int64, pi32_t,
+    float64, function_type, int1, int8, int16, int32, int64, pi32_t,
     pointer_type, tuple_type, uint8, uint16, uint32, uint64, void)
 
+from naiad.language import dtypes as _dtypes
+from naiad.runtime.jit import constexpr_function
+
 _state = threading.local()
+
+
+@constexpr_function
+def get_int_dtype(bitwidth: int, signed: bool) -> dtype:
+    """The integer dtype of that width and signedness; callable inside kernels."""
+    return _dtypes.get_int_dtype(bitwidth, signed)
 
 
 class PropagateNan(enum.Enum):
@@ -104,10 +112,13 @@ def _unwrap(value: Any) -> Any:
 
 
 def _unwrap_shape(shape: Any) -> list[int]:
+    """A shape given as an int or a sequence of ints, all known at compile time."""
     shape = _unwrap(shape)
-    if isinstance(shape, (int, constexpr)):
-        return [int(_unwrap(shape))]
-    return [int(_unwrap(s)) for s in shape]
+    dims = [shape] if isinstance(shape, int) else [_unwrap(s) for s in shape]
+    if not all(isinstance(d, int) for d in dims):
+        raise TypeError(f"shapes must be compile-time integers, got {dims} -- fix: use "
+                        f"tl.constexpr values (literals, constexpr parameters) for every dimension")
+    return dims
 
 
 def _sem() -> Any:
@@ -177,7 +188,7 @@ class tensor:
     __hash__ = object.__hash__
 
     def __neg__(self): return _sem().neg(self)
-    def __pos__(self): return self
+    def __pos__(self): return _sem().pos(self)
     def __invert__(self): return _sem().invert(self)
     def __not__(self): return _sem().logical_not(self)
 
@@ -192,26 +203,40 @@ class tensor:
     def T(self) -> "tensor":
         return trans(self)
 
-    def to(self, dtype: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> "tensor":
-        return cast(self, dtype, fp_downcast_rounding=fp_downcast_rounding, bitcast=bitcast)
-
-    def reshape(self, *shape, can_reorder=False): return reshape(self, *shape, can_reorder=can_reorder)
-    def view(self, *shape): return view(self, *shape)
-    def trans(self, *dims): return trans(self, *dims)
-    def permute(self, *dims): return permute(self, *dims)
-    def broadcast_to(self, *shape): return broadcast_to(self, *shape)
-    def expand_dims(self, axis): return expand_dims(self, axis)
-    def split(self): return split(self)
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
 
-for _name in ("sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
-              "associative_scan", "sort", "flip", "ravel", "exp", "exp2", "log", "log2", "sqrt",
-              "rsqrt", "abs", "sin", "cos", "sigmoid", "softmax", "floor", "ceil", "erf"):
-    def _method(self, *args, _name=_name, **kwargs):
+class _member:
+    """``x.sum(...)`` is ``tl.sum(x, ...)``: a tensor method that is a language function.
+
+    The method is looked up in ``naiad.language`` when used, because many of these functions
+    are ``@jit`` code in `naiad.language.standard` that the code generator must call itself;
+    the result is a ``functools.partial`` that the code generator unpacks.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type) -> Any:
         import naiad.language as tl
 
-        return getattr(tl, _name)(self, *args, **kwargs)
-    setattr(tensor, _name, _method)
+        fn = getattr(tl, self.name)
+        return fn if obj is None else functools.partial(fn, obj)
+
+
+#: Triton's ``_tensor_member_fn`` functions: each is also a method of `tensor`.
+TENSOR_MEMBERS = (
+    "broadcast_to", "trans", "permute", "split", "view", "reshape", "expand_dims", "cast",
+    "store", "advance", "atomic_cas", "atomic_xchg", "atomic_add", "atomic_max", "atomic_min",
+    "atomic_and", "atomic_or", "atomic_xor", "reduce", "associative_scan", "cdiv", "sigmoid",
+    "softmax", "ravel", "max", "min", "argmax", "argmin", "sum", "xor_sum", "reduce_or",
+    "cumsum", "cumprod", "sort", "flip", "gather", "histogram", "exp", "exp2", "log", "log2",
+    "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil")
+for _name in TENSOR_MEMBERS:
+    setattr(tensor, _name, _member(_name))
+tensor.to = _member("cast")   # x.to(dtype, fp_downcast_rounding, bitcast)
 
 
 class range:
@@ -330,6 +355,23 @@ def expand_dims(input: Any, axis: Any) -> tensor:
 
 
 @builtin
+def unsqueeze(input: Any, dim: Any) -> tensor:
+    """Insert a size-1 dimension at ``dim`` (tl.expand_dims with one axis)."""
+    return expand_dims(input, dim)
+
+
+@builtin
+def squeeze(input: tensor, dim: Any) -> tensor:
+    """Remove the size-1 dimension ``dim``; the inverse of `unsqueeze`."""
+    shape, dim = list(input.shape), _unwrap(dim)
+    if not -len(shape) <= dim < len(shape) or shape[dim] != 1 or len(shape) < 2:
+        raise ValueError(f"tl.squeeze({dim}) needs a dimension of size 1 in a tensor of rank >= 2, "
+                         f"got shape {shape} -- fix: squeeze a dimension whose size is 1")
+    del shape[dim]
+    return _sem().reshape(input, shape, False)
+
+
+@builtin
 def reshape(input: tensor, *shape: Any, can_reorder: Any = False) -> tensor:
     return _sem().reshape(input, _shape_args(shape), bool(_unwrap(can_reorder)))
 
@@ -341,7 +383,7 @@ def view(input: tensor, *shape: Any) -> tensor:
 
 @builtin
 def trans(input: tensor, *dims: Any) -> tensor:
-    order = _shape_args(dims) if dims else list(_py.range(len(input.shape)))[::-1]
+    order = _shape_args(dims) if dims else [1, 0]     # as Triton: swap the two dimensions
     return _sem().permute(input, order)
 
 
@@ -366,6 +408,16 @@ def split(a: tensor) -> tuple[tensor, tensor]:
 
 
 @builtin
+def gather(src: tensor, index: tensor, axis: Any) -> tensor:
+    return _sem().gather(src, index, _unwrap(axis))
+
+
+@builtin
+def histogram(input: tensor, num_bins: Any, mask: Any = None) -> tensor:
+    return _sem().histogram(input, int(_unwrap(num_bins)), _opt(mask))
+
+
+@builtin
 def interleave(a: Any, b: Any) -> tensor:
     joined = _sem().join(_t(a), _t(b))
     shape = list(joined.type.get_block_shapes())
@@ -374,7 +426,7 @@ def interleave(a: Any, b: Any) -> tensor:
 
 @builtin
 def where(condition: Any, x: Any, y: Any) -> tensor:
-    return _sem().where(_t(condition), _t(x), _t(y))
+    return _sem().where(_t(condition), _unwrap(x), _unwrap(y))
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -413,10 +465,17 @@ def advance(base: tensor, offsets: Any) -> tensor:
     return _sem().advance(base, [_t(o) for o in _unwrap(offsets)])
 
 
-@builtin
-def make_tensor_descriptor(*args: Any, **kwargs: Any) -> None:
-    raise NotImplementedError("tensor descriptors (tl.make_tensor_descriptor) are not supported "
-                              "by Naiad yet -- fix: use pointer arithmetic or tl.make_block_ptr")
+def _descriptor_function(name: str) -> Callable:
+    def unsupported(*args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"tensor descriptors (tl.{name}) are not supported by Naiad yet "
+                                  f"-- fix: use pointer arithmetic or tl.make_block_ptr")
+    unsupported.__name__ = unsupported.__qualname__ = name
+    return builtin(unsupported)
+
+
+make_tensor_descriptor = _descriptor_function("make_tensor_descriptor")
+load_tensor_descriptor = _descriptor_function("load_tensor_descriptor")
+store_tensor_descriptor = _descriptor_function("store_tensor_descriptor")
 
 
 def _atomic(op: str) -> Callable:
@@ -442,6 +501,25 @@ def atomic_cas(pointer: tensor, cmp: Any, val: Any, sem: Any = None, scope: Any 
 
 
 # -- arithmetic helpers ---------------------------------------------------------------------------
+@builtin
+def to_tensor(x: Any) -> tensor:
+    """A Python number as a scalar tensor of its literal type (int32, fp32, ...)."""
+    return _t(x)
+
+
+def _arithmetic(op: str) -> Callable:
+    def fn(x: Any, y: Any, sanitize_overflow: Any = True) -> tensor:
+        return _sem().binary(op, _unwrap(x), _unwrap(y))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"``tl.{op}(x, y)``: the operator as a function (overflow wraps)."
+    return builtin(fn)
+
+
+add = _arithmetic("add")
+sub = _arithmetic("sub")
+mul = _arithmetic("mul")
+
+
 @builtin
 def minimum(x: Any, y: Any, propagate_nan: Any = None) -> tensor:
     return _sem().minmax("min", _t(x), _t(y), _unwrap(propagate_nan))
@@ -469,7 +547,7 @@ def logical_or(a: Any, b: Any) -> tensor:
 
 @builtin
 def dot(input: tensor, other: tensor, acc: Any = None, input_precision: Any = None,
-        allow_tf32: Any = None, max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
+        allow_tf32: Any = None, max_num_imprecise_acc: Any = None, out_dtype: Any = None) -> tensor:
     precision = _unwrap(input_precision)
     if precision is None and _unwrap(allow_tf32) is not None:
         precision = "tf32" if _unwrap(allow_tf32) else "ieee"

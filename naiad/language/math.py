@@ -67,6 +67,9 @@ def abs(x: Any) -> tensor:
 @builtin
 def fdiv(x: Any, y: Any, ieee_rounding: Any = False) -> tensor:
     x, y = _t(x), _t(y)
+    if not (x.dtype.is_floating() and y.dtype.is_floating()):
+        raise TypeError(f"both operands of tl.fdiv must be floats, got {x.dtype} and {y.dtype} -- "
+                        f"fix: convert them with .to(tl.float32), or use / which does that")
     if core._unwrap(ieee_rounding):
         return div_rn(x, y)
     return core.current_semantic().binary("truediv", x, y)

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import (BFloat16Type, DenseArrayBase, Float16Type, Fl
                                    Float64Type, Float8E4M3B11FNUZType, Float8E4M3FNType,
                                    Float8E4M3FNUZType, Float8E5M2FNUZType, Float8E5M2Type,
                                    FloatAttr, IntegerAttr, IntegerType, StringAttr, TensorType, i32)
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region
 
 from naiad.compiler.builder import IRBuilder
 from naiad.ir import tt
@@ -50,6 +50,13 @@ _COMPARE = {"eq": ("oeq", "eq", "eq"), "ne": ("une", "ne", "ne"), "lt": ("olt", 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
            "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "eq": "==", "ne": "!=",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def type_name(ty: tl.dtype) -> str:
+    """A type as error messages show it: "fp32", "int32[16, 16]", "pointer<fp16>[64]"."""
+    if ty.is_block():
+        return f"{ty.scalar}[{', '.join(str(s) for s in ty.get_block_shapes())}]"
+    return str(ty)
 
 
 def _shape(t: tensor) -> list[int]:
@@ -127,7 +134,8 @@ class Semantic:
         if src == list(shape):
             return value
         if len(src) != len(shape) or any(s not in (1, d) for s, d in zip(src, shape)):
-            raise ValueError(f"cannot broadcast shape {src} to {list(shape)}")
+            raise ValueError(f"cannot broadcast shape {src} to {list(shape)} -- fix: each "
+                             f"dimension must already have the target size or be 1")
         ty = tl.block_type(value.dtype, shape)
         return self._tensor(tt.BroadcastOp.build(operands=[value.handle], result_types=[self.ir_type(ty)]), ty)
 
@@ -148,7 +156,8 @@ class Semantic:
         for x, y in zip(sa, sb):
             if x != y and 1 not in (x, y):
                 raise ValueError(f"cannot broadcast: the shapes {sa} and {sb} are incompatible "
-                                 f"(dimension {len(shape)}: {x} vs {y})")
+                                 f"(dimension {len(shape)}: {x} vs {y}) -- fix: make the sizes "
+                                 f"equal, or 1 in one operand (e.g. a[:, None] + b[None, :])")
             shape.append(max(x, y))
         return self.broadcast_to(a, shape), self.broadcast_to(b, shape)
 
@@ -196,6 +205,7 @@ class Semantic:
 
     # -- unary -------------------------------------------------------------------------------------
     def neg(self, x: tensor) -> tensor:
+        promotion.unary_op_type("-", x.dtype)
         if x.dtype.is_floating():
             return self._tensor(arith.NegfOp(x.handle), x.type)
         if x.dtype.is_ptr():
@@ -203,14 +213,19 @@ class Semantic:
         return self.binary("sub", self.broadcast_to(self.constant(0, x.dtype), _shape(x))
                            if x.type.is_block() else self.constant(0, x.dtype), x)
 
+    def pos(self, x: tensor) -> tensor:
+        """``+x``: Triton's tensors have no unary plus, so this raises and says so."""
+        promotion.unary_op_type("+", x.dtype)
+        return x
+
     def invert(self, x: tensor) -> tensor:
-        if not x.dtype.is_int():
-            raise TypeError(f"'~' needs an integer operand, got {x.dtype}")
+        promotion.unary_op_type("~", x.dtype)
         ones = self.constant(-1, x.dtype)
         return self.binary("xor", x, self.broadcast_to(ones, _shape(x)) if x.type.is_block() else ones)
 
     def logical_not(self, x: tensor) -> tensor:
-        return self.compare("eq", x, 0) if not x.dtype.is_int1() else self.invert(x)
+        promotion.unary_op_type("not", x.dtype)
+        return self.invert(x)
 
     def logical(self, op: str, a: tensor, b: tensor) -> tensor:
         a = a if a.dtype.is_int1() else self.compare("ne", a, 0)
@@ -222,7 +237,10 @@ class Semantic:
         """``x.to(dst)``: Triton's conversion rules, one IR operation per kind of conversion."""
         if isinstance(dst, tl.block_type):
             dst = dst.scalar
+        if not isinstance(dst, tl.dtype):
+            raise TypeError(f"cannot cast to {dst!r}: the target must be a dtype such as tl.float32")
         src = x.dtype
+        promotion.check_cast(src, dst, bitcast=bitcast, fp_downcast_rounding=rounding)
         if bitcast:
             return self.bitcast(x, dst)
         if src == dst:
@@ -318,7 +336,8 @@ class Semantic:
         if not (-(2**31) <= start < 2**31 and -(2**31) <= end < 2**31):
             raise ValueError("arange's bounds must fit in int32")
         if end <= start:
-            raise ValueError(f"arange's end ({end}) must be greater than its start ({start})")
+            raise ValueError(f"arange's end ({end}) must be greater than its start ({start}) -- "
+                             f"fix: write tl.arange(start, end) with start < end")
         count = end - start
         if count & (count - 1):
             raise ValueError(f"arange's range must be a power of 2, got {count} ({start}..{end}) -- "
@@ -340,7 +359,8 @@ class Semantic:
             return self.splat(x, [1])
         shape = _shape(x)
         if not -len(shape) - 1 <= axis <= len(shape):
-            raise ValueError(f"expand_dims axis {axis} is out of range for a tensor of rank {len(shape)}")
+            raise ValueError(f"expand_dims axis {axis} is out of range for a tensor of rank "
+                             f"{len(shape)} -- fix: use an axis from {-len(shape) - 1} to {len(shape)}")
         axis = axis + len(shape) + 1 if axis < 0 else axis
         new_shape = shape[:axis] + [1] + shape[axis:]
         ty = tl.block_type(x.dtype, new_shape)
@@ -353,9 +373,13 @@ class Semantic:
         for s in shape:
             numel *= s
         if numel != (x.type.numel if x.type.is_block() else 1):
-            raise ValueError(f"reshape cannot change the number of elements: {_shape(x)} -> {shape}")
+            raise ValueError(f"reshape cannot change the number of elements: {_shape(x)} -> {shape} "
+                             f"-- fix: give a shape with {x.type.numel if x.type.is_block() else 1} "
+                             f"elements in all")
         if not x.type.is_block():
             return self.splat(x, shape)
+        if _shape(x) == list(shape):
+            return x
         ty = tl.block_type(x.dtype, shape)
         return self._tensor(tt.ReshapeOp.build(operands=[x.handle], result_types=[self.ir_type(ty)]), ty)
 
@@ -363,7 +387,8 @@ class Semantic:
         shape = _shape(x)
         if sorted(order) != list(range(len(shape))):
             raise ValueError(f"permute order {order} is not a permutation of the {len(shape)} "
-                             f"dimensions")
+                             f"dimensions -- fix: name each dimension 0..{len(shape) - 1} exactly "
+                             f"once, e.g. {tuple(reversed(range(len(shape))))}")
         ty = tl.block_type(x.dtype, [shape[i] for i in order])
         op = tt.TransOp.build(operands=[x.handle], result_types=[self.ir_type(ty)],
                               properties={"order": DenseArrayBase.from_list(i32, order)})
@@ -373,7 +398,7 @@ class Semantic:
         if not can_reorder:
             raise ValueError("tl.cat needs can_reorder=True (the order of elements is not kept)")
         if a.type != b.type:
-            raise TypeError(f"tl.cat needs operands of one type, got {a.type} and {b.type}")
+            raise TypeError(f"tl.cat needs operands of one type, got {type_name(a.type)} and {type_name(b.type)}")
         shape = _shape(a)
         ty = tl.block_type(a.dtype, [shape[0] * 2] + shape[1:])
         return self._tensor(tt.CatOp.build(operands=[a.handle, b.handle], result_types=[self.ir_type(ty)]), ty)
@@ -393,6 +418,35 @@ class Semantic:
         op = self.builder.insert(tt.SplitOp.build(operands=[x.handle], result_types=[self.ir_type(out)] * 2))
         return tensor(op.results[0], out), tensor(op.results[1], out)
 
+    def gather(self, src: tensor, index: tensor, axis: int) -> tensor:
+        """``tt.gather``: ``src`` indexed along ``axis`` by an integer tensor of the same rank."""
+        shape, index_shape = _shape(src), _shape(index)
+        if not index.dtype.is_int():
+            raise TypeError(f"tl.gather's index must be an integer tensor, got {index.dtype}")
+        if len(index_shape) != len(shape) or not shape:
+            raise ValueError(f"tl.gather needs a source and an index of the same rank, got shapes "
+                             f"{shape} and {index_shape}")
+        if not -len(shape) <= axis < len(shape):
+            raise ValueError(f"tl.gather axis {axis} is out of range for rank {len(shape)}")
+        axis %= len(shape)
+        if any(i != s for d, (i, s) in enumerate(zip(index_shape, shape)) if d != axis):
+            raise ValueError(f"tl.gather: the index shape {index_shape} must match the source shape "
+                             f"{shape} except along axis {axis}")
+        ty = tl.block_type(src.dtype, index_shape)
+        return self._tensor(tt.GatherOp.build(operands=[src.handle, index.handle],
+                                              result_types=[self.ir_type(ty)],
+                                              properties={"axis": IntegerAttr(axis, i32)}), ty)
+
+    def histogram(self, x: tensor, num_bins: int, mask: tensor | None) -> tensor:
+        """``tt.histogram``: counts of the values 0..num_bins-1 of a 1-D int32 tensor."""
+        if len(_shape(x)) != 1 or x.dtype not in (tl.int32, tl.uint32):
+            raise ValueError(f"tl.histogram needs a 1-D 32-bit integer tensor, got {type_name(x.type)}")
+        if mask is not None:
+            raise NotImplementedError("tl.histogram's mask is not supported by Naiad yet -- fix: "
+                                      "map masked-off values outside 0..num_bins-1 with tl.where")
+        ty = tl.block_type(tl.int32, [num_bins])
+        return self._tensor(tt.HistogramOp.build(operands=[x.handle], result_types=[self.ir_type(ty)]), ty)
+
     def subscript(self, x: tensor, index: Any) -> tensor:
         items = index if isinstance(index, tuple) else (index,)
         items = tuple(getattr(i, "value", i) for i in items)
@@ -408,20 +462,42 @@ class Semantic:
                                 f"None (new axis) and ':' in subscripts")
         return result
 
-    def where(self, cond: tensor, x: tensor, y: tensor) -> tensor:
+    def where(self, cond: tensor, x: Any, y: Any) -> tensor:
+        """``tl.where``: ``x`` and ``y`` (tensors or Python numbers) are promoted like the
+        operands of ``+``, so ``where(m, fp16_block, 0.0)`` stays fp16."""
         cond = self.cast(cond, tl.int1) if not cond.dtype.is_int1() else cond
-        if x.dtype != y.dtype:
-            ty = promotion.binary_op_types("+", x.dtype, y.dtype).result \
-                if not (x.dtype.is_ptr() or y.dtype.is_ptr()) else x.dtype
-            x, y = self.cast(x, ty), self.cast(y, ty)
+        x, y = self.promote_pair(x, y)
         cond, x = self.broadcast_pair(cond, x)
         cond, y = self.broadcast_pair(cond, y)
         x, y = self.broadcast_pair(x, y)
         cond, x = self.broadcast_pair(cond, x)
         return self._tensor(arith.SelectOp(cond.handle, x.handle, y.handle), x.type)
 
+    def promote_pair(self, x: Any, y: Any) -> tuple[tensor, tensor]:
+        """Two operands (tensors or Python numbers) converted to their common type, by the
+        rules of ``+`` (Python numbers do not widen a tensor's type).  Pointers must match."""
+        def described(v: Any) -> Any:
+            return v.dtype if isinstance(v, tensor) else v
+
+        def convert(v: Any, ty: tl.dtype) -> tensor:
+            return self.constant(v, ty) if _is_python_number(v) else self.cast(v, ty)
+
+        if any(isinstance(v, tensor) and v.dtype.is_ptr() for v in (x, y)):
+            if not (isinstance(x, tensor) and isinstance(y, tensor) and x.dtype == y.dtype):
+                raise TypeError(f"both values must be pointers of one type, got "
+                                f"{described(x)!r} and {described(y)!r}")
+            return x, y
+        ty = promotion.binary_op_types("+", described(x), described(y)).result
+        return convert(x, ty), convert(y, ty)
+
     # -- min / max / clamp -------------------------------------------------------------------------------
+    def no_bf16(self, x: tensor) -> tensor:
+        """bf16 becomes fp32 before min/max/clamp, as in Triton (hardware lacks bf16 min/max),
+        so their result is fp32 too."""
+        return self.cast(x, tl.float32) if x.dtype.is_bf16() else x
+
     def minmax(self, which: str, x: tensor, y: tensor, propagate_nan: Any) -> tensor:
+        x, y = self.no_bf16(x), self.no_bf16(y)
         ty = promotion.binary_op_types("+", x.dtype, y.dtype).result
         x, y = self.broadcast_pair(self.cast(x, ty), self.cast(y, ty))
         if ty.is_floating():
@@ -436,12 +512,16 @@ class Semantic:
         return self._tensor(cls(x.handle, y.handle), x.type)
 
     def clamp(self, x: tensor, low: tensor, high: tensor, propagate_nan: Any) -> tensor:
-        if not x.dtype.is_floating():
-            raise TypeError(f"tl.clamp needs floating-point operands, got {x.dtype} -- fix: use "
+        x, low, high = self.no_bf16(x), self.no_bf16(low), self.no_bf16(high)
+        ty = promotion.binary_op_types("+", low.dtype, high.dtype).result
+        ty = promotion.binary_op_types("+", x.dtype, ty).result
+        if not ty.is_floating():
+            raise TypeError(f"tl.clamp needs floating-point operands, got {ty} -- fix: use "
                             f"tl.minimum(tl.maximum(x, lo), hi) for integers")
-        low, high = self.cast(low, x.dtype), self.cast(high, x.dtype)
+        x, low, high = self.cast(x, ty), self.cast(low, ty), self.cast(high, ty)
         x, low = self.broadcast_pair(x, low)
         x, high = self.broadcast_pair(x, high)
+        x, low = self.broadcast_pair(x, low)
         nan = str(getattr(propagate_nan, "name", propagate_nan) or "NONE").lower()
         op = tt.ClampFOp.build(operands=[x.handle, low.handle, high.handle], result_types=[x.handle.type],
                                properties={"propagateNan": tt.PropagateNanAttr(tt.PropagateNan(nan))})
@@ -460,9 +540,9 @@ class Semantic:
         ptr = self._check_pointer(ptr, "tl.load")
         if ptr.dtype.element_ty.is_block():
             return self.load_block(ptr, mask, other, boundary_check, padding, cache, evict, volatile)
-        if boundary_check:
-            raise ValueError("boundary_check is only for block pointers (tl.make_block_ptr) -- fix: "
-                             "use mask= with ordinary pointers")
+        if boundary_check or padding:
+            raise ValueError("boundary_check and padding_option are only for block pointers "
+                             "(tl.make_block_ptr) -- fix: use mask= and other= with ordinary pointers")
         elt = ptr.dtype.element_ty
         if mask is None and other is not None:
             raise ValueError("tl.load's `other` needs a `mask` -- fix: pass mask= as well")
@@ -578,9 +658,7 @@ class Semantic:
                    scope: Any) -> tensor:
         ptr = self._check_pointer(ptr, f"tl.atomic_{op}")
         elt = ptr.dtype.element_ty
-        if elt.is_int1() or elt.is_fp8() or (elt.is_floating() and op in ("and", "or", "xor")):
-            raise TypeError(f"tl.atomic_{op} does not support {elt} -- fix: use a 32/64-bit "
-                            f"integer{'' if op in ('and', 'or', 'xor') else ' or float'} buffer")
+        _check_atomic_type(op, elt)
         if ptr.type.is_block():
             val = self.broadcast_to(val, _shape(ptr))
         elif val.type.is_block():
@@ -592,7 +670,7 @@ class Semantic:
             return self._float_atomic_minmax(op, ptr, val, mask, sem, scope)
         kind = {"add": "fadd" if elt.is_floating() else "add",
                 "max": "umax" if elt.is_int_unsigned() else "max",
-                "min": "umin" if elt.is_int_unsigned() else "min"}.get(op, op)
+                "min": "umin" if elt.is_int_unsigned() else "min", "xchg": "exch"}.get(op, op)
         return self._rmw(kind, ptr, val, mask, sem, scope)
 
     def _rmw(self, kind: str, ptr: tensor, val: tensor, mask: tensor | None, sem: Any, scope: Any) -> tensor:
@@ -607,15 +685,16 @@ class Semantic:
     def _float_atomic_minmax(self, op: str, ptr: tensor, val: tensor, mask: tensor | None,
                              sem: Any, scope: Any) -> tensor:
         """Float atomic max/min through integer atomics on the bit patterns, as Triton does:
-        non-negative floats order like signed ints, negative floats like reversed unsigned ints."""
+        floats with a clear sign bit order like signed ints, those with the sign bit set (-0.0
+        included) like reversed unsigned ints."""
         elt = val.dtype
         sint = tl.int32 if elt.primitive_bitwidth == 32 else tl.int64
         uint = tl.uint32 if elt.primitive_bitwidth == 32 else tl.uint64
         iptr = self.cast(ptr, tl.pointer_type(sint, ptr.dtype.address_space), bitcast=True)
         uptr = self.cast(ptr, tl.pointer_type(uint, ptr.dtype.address_space), bitcast=True)
         ival, uval = self.bitcast(val, sint), self.bitcast(val, uint)
-        positive = self.compare("ge", val, 0.0)
-        negative = self.compare("lt", val, 0.0)
+        negative = self.compare("ne", self.binary("shr", uval, elt.primitive_bitwidth - 1), 0)
+        positive = self.logical_not(negative)
         pos_mask = positive if mask is None else self.logical("and", mask, positive)
         neg_mask = negative if mask is None else self.logical("and", mask, negative)
         signed_op, unsigned_op = ("max", "umin") if op == "max" else ("min", "umax")
@@ -644,7 +723,9 @@ class Semantic:
         if len(sa) not in (2, 3) or len(sa) != len(sb):
             raise ValueError(f"tl.dot needs two 2-D (or two 3-D batched) blocks, got shapes {sa} and {sb}")
         if sa[-1] != sb[-2]:
-            raise ValueError(f"tl.dot: the inner dimensions differ: {sa} @ {sb} (K = {sa[-1]} vs {sb[-2]})")
+            raise ValueError(f"tl.dot: the inner dimensions differ: {sa} @ {sb} (K = {sa[-1]} vs "
+                             f"{sb[-2]}) -- fix: the first operand must be M x K and the second "
+                             f"K x N")
         if len(sa) == 3 and sa[0] != sb[0]:
             raise ValueError(f"tl.dot: the batch dimensions differ: {sa[0]} vs {sb[0]}")
         for dim, name in ((sa[-2], "M"), (sb[-1], "N"), (sa[-1], "K")):
@@ -657,24 +738,25 @@ class Semantic:
             else:
                 raise TypeError(f"tl.dot needs operands of one type, got {a.dtype} and {b.dtype} -- "
                                 f"fix: cast one with .to(...)")
-        if a.dtype.is_int():
-            if a.dtype.primitive_bitwidth != 8:
-                raise TypeError(f"tl.dot supports integer operands of 8 bits only, got {a.dtype}")
-            out_scalar = tl.int32
-        else:
-            if not (a.dtype.is_fp8() or a.dtype.name in ("fp16", "bf16", "fp32", "fp64")):
-                raise TypeError(f"tl.dot does not support {a.dtype} operands")
-            out_scalar = out_dtype if a.dtype.name in ("fp16", "bf16") or a.dtype.is_fp8() else \
-                (tl.float64 if a.dtype.is_fp64() else tl.float32)
+        if out_dtype is None:
+            out_dtype = tl.float32 if acc is None else acc.dtype
+        out_scalar = _dot_result_type(a.dtype, out_dtype)
         shape = sa[:-1] + [sb[-1]]
         out_ty = tl.block_type(out_scalar, shape)
         if acc is None:
             acc = self.full(shape, 0, out_scalar)
-        else:
-            if _shape(acc) != shape:
-                raise ValueError(f"tl.dot: acc has shape {_shape(acc)}, expected {shape}")
-            out_ty = acc.type
+        elif _shape(acc) != shape or acc.dtype != out_scalar:
+            raise ValueError(f"tl.dot: the accumulator is {type_name(acc.type)} but the product is "
+                             f"{type_name(out_ty)} "
+                             f"-- fix: pass an accumulator of that shape and type (or out_dtype="
+                             f"{acc.dtype} to accumulate in {acc.dtype})")
+        if max_num_imprecise_acc is not None and a.dtype.is_fp8() and max_num_imprecise_acc > sa[-1]:
+            raise ValueError(f"tl.dot: max_num_imprecise_acc ({max_num_imprecise_acc}) must be <= "
+                             f"K ({sa[-1]})")
         precision = precision or getattr(self.options, "default_dot_input_precision", "ieee")
+        if precision not in _DOT_PRECISIONS:
+            raise ValueError(f"tl.dot: input_precision must be one of {', '.join(_DOT_PRECISIONS)}, "
+                             f"not {precision!r}")
         if not a.dtype.is_fp32():
             precision = "ieee"
         op = tt.DotOp(a.handle, b.handle, acc.handle, input_precision=tt.InputPrecision(precision),
@@ -705,14 +787,19 @@ class Semantic:
             axis = 0
         rank = len(_shape(inputs[0]))
         if not -rank <= axis < rank:
-            raise ValueError(f"reduction axis {axis} is out of range for a tensor of rank {rank}")
+            raise ValueError(f"reduction axis {axis} is out of range for a tensor of rank {rank} "
+                             f"-- fix: use an axis from {-rank} to {rank - 1}, or axis=None to "
+                             f"reduce every element")
         shape = _shape(inputs[0])
         if any(_shape(t) != shape for t in inputs):
             raise ValueError("all inputs of a reduction must have the same shape")
         return inputs, axis % rank
 
     def reduce(self, inputs: list[tensor], axis: Any, combine_fn: Any, keep_dims: bool) -> tuple:
-        original_rank = len(_shape(inputs[0])) if inputs[0].type.is_block() else 0
+        """``tt.reduce`` of the inputs along ``axis`` (all elements when None) with the
+        ``@jit`` combine function; ``keep_dims`` leaves the reduced dimensions as size 1."""
+        reduce_all = axis is None
+        original_rank = len(_shape(inputs[0]))
         inputs, axis = self._reduction_inputs(inputs, axis)
         shape = _shape(inputs[0])
         out_shape = shape[:axis] + shape[axis + 1:]
@@ -722,14 +809,10 @@ class Semantic:
             operands=[[t.handle for t in inputs]], result_types=[[self.ir_type(t) for t in out_types]],
             properties={"axis": IntegerAttr(axis, i32)}, regions=[region]))
         results = [tensor(r, t) for r, t in zip(op.results, out_types)]
-        if keep_dims:
-            if original_rank != len(shape):     # axis=None: keep every dimension as size 1
-                results = [self.reshape(self.to_tensor(r) if not r.type.is_block() else r,
-                                        [1] * original_rank, False)
-                           if not r.type.is_block() else r for r in results]
-                results = [r if r.type.is_block() else self.splat(r, [1] * original_rank) for r in results]
-            else:
-                results = [self.expand_dims(r, axis) for r in results]
+        if keep_dims and reduce_all:
+            results = [self.splat(r, [1] * original_rank) for r in results]
+        elif keep_dims:
+            results = [self.expand_dims(r, axis) for r in results]
         return tuple(results)
 
     def scan(self, inputs: list[tensor], axis: Any, combine_fn: Any, reverse: bool) -> tuple:
@@ -745,8 +828,11 @@ class Semantic:
 
     # -- debugging and hints ------------------------------------------------------------------------------
     def device_print(self, prefix: str, args: list[tensor], hex: bool) -> None:
-        if prefix and not prefix.endswith(" ") and args:
-            prefix += " "
+        """``tt.print``; as in Triton a prefix followed by values reads " prefix: "."""
+        if args and not prefix.endswith(": "):
+            prefix = prefix.rstrip(" ") + ": "
+        if len(prefix) > 2 and not prefix.startswith(" "):
+            prefix = " " + prefix
         signed = [1 if a.dtype.is_int_signed() else 0 for a in args]
         self.builder.insert(tt.PrintOp.build(
             operands=[[a.handle for a in args]],
@@ -833,7 +919,7 @@ class Semantic:
         values = [self.to_tensor(getattr(b, "value", b)) for b in bounds]
         for v in values:
             if not v.dtype.is_int() or v.type.is_block():
-                raise TypeError(f"range() bounds must be integer scalars, got {v.type}")
+                raise TypeError(f"range() bounds must be integer scalars, got {type_name(v.type)}")
         ty = tl.int64 if any(v.dtype.int_bitwidth == 64 for v in values) else tl.int32
         lb, ub, step = (self.cast(v, ty) for v in values)
         return lb, ub, step
@@ -845,6 +931,41 @@ _MATH_1 = {
     "floor": xmath.FloorOp, "ceil": xmath.CeilOp, "erf": xmath.ErfOp, "abs_f": xmath.AbsFOp,
     "abs_i": xmath.AbsIOp, "tanh": xmath.TanhOp, "log1p": xmath.Log1pOp,
 }
+
+
+_DOT_PRECISIONS = tuple(p.value for p in tt.InputPrecision)
+
+
+def _dot_result_type(operand: tl.dtype, out_dtype: tl.dtype) -> tl.dtype:
+    """Triton's result type of ``tl.dot``: int32 for int8; fp32 for fp32 and bf16 operands;
+    fp64 for fp64; ``out_dtype`` (fp32 or fp16) for fp16 and fp8."""
+    if operand.is_int():
+        if operand != tl.int8:
+            raise TypeError(f"tl.dot supports int8 integer operands only, got {operand} -- fix: "
+                            f"convert them with .to(tl.int8) or to a float type")
+        return tl.int32
+    if not (operand.is_fp8() or operand.name in ("fp16", "bf16", "fp32", "fp64")):
+        raise TypeError(f"tl.dot does not support {operand} operands")
+    if out_dtype.is_bf16():
+        raise ValueError("tl.dot: out_dtype=bfloat16 is unsupported -- fix: use out_dtype=tl.float32 "
+                         "(or tl.float16) and convert the result with .to(tl.bfloat16)")
+    if operand.name in ("fp32", "bf16"):
+        return tl.float32
+    if operand.is_fp64():
+        return tl.float64
+    return out_dtype
+
+
+def _check_atomic_type(op: str, elt: tl.dtype) -> None:
+    """Triton's element types for atomics: no 8/16-bit integers, no fp8, fp16/bf16 only for
+    add; bitwise ones need integers; float max/min work on fp32 and fp64."""
+    half = elt.name in ("fp16", "bf16")
+    if elt.primitive_bitwidth < 16 or elt.name in ("int16", "uint16") or (half and op != "add") \
+            or (elt.is_floating() and op in ("and", "or", "xor")):
+        kinds = "32/64-bit integers" if op in ("and", "or", "xor") else \
+            "32/64-bit integers and floats" if op != "add" else "32/64-bit integers and fp16/bf16/fp32/fp64"
+        raise TypeError(f"tl.atomic_{op} does not support {elt} elements; it works on {kinds} -- "
+                        f"fix: use a buffer of one of those types")
 
 
 def _cache(value: str) -> Any:

@@ -23,10 +23,11 @@ def _is_power_of_two(n):
 
 @constexpr_function
 def _sum_dtype(in_dtype, dtype):
-    """Integers narrower than 32 bits are summed in 32 bits of the same signedness."""
+    """Integers narrower than 32 bits are summed in 32 bits of the same signedness (bool
+    counts as unsigned, so a sum of booleans is a uint32 count, as in Triton)."""
     if dtype is not None:
         return dtype
-    if in_dtype.is_int() and not in_dtype.is_bool() and in_dtype.int_bitwidth < 32:
+    if in_dtype.is_int() and in_dtype.int_bitwidth < 32:
         return core.uint32 if in_dtype.is_int_unsigned() else core.int32
     return None
 

@@ -13,11 +13,13 @@ import ast
 import dataclasses
 import hashlib
 import inspect
+import re
 import textwrap
 from typing import Any, Callable, Iterable
 
 from naiad.errors import NaiadError
 
+_DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
@@ -48,16 +50,27 @@ class KernelParam:
 
 
 def _annotation_text(annotation: Any) -> str:
-    """Normalize ``tl.constexpr``, ``tl.float32``, ``"*fp32"`` and friends to a type string."""
-    if annotation is inspect.Parameter.empty:
-        return ""
-    if isinstance(annotation, str):
-        return annotation
-    name = getattr(annotation, "__name__", None)
-    if name == "constexpr" or type(annotation).__name__ == "constexpr":
-        return "constexpr"
+    """Normalize ``tl.constexpr``, ``tl.float32``, ``"*fp32"`` and friends to a type string.
+
+    String annotations (``from __future__ import annotations``) are read by name; Python's own
+    types (``int``, ``float``, ``bool``) say nothing Triton uses and count as no annotation.
+    """
     from naiad.language import dtypes
 
+    if annotation is inspect.Parameter.empty or annotation in (int, float, bool):
+        return ""
+    if isinstance(annotation, str):
+        text = annotation.strip().strip("'\"")
+        if "constexpr" in text:
+            return "constexpr"
+        name = text.rsplit(".", 1)[-1]
+        if name in ("int", "float", "bool", ""):
+            return ""
+        if hasattr(dtypes, name) and isinstance(getattr(dtypes, name), dtypes.dtype):
+            return dtypes.ty_to_str(getattr(dtypes, name))
+        return text
+    if getattr(annotation, "__name__", None) == "constexpr" or type(annotation).__name__ == "constexpr":
+        return "constexpr"
     if isinstance(annotation, dtypes.dtype):
         return dtypes.ty_to_str(annotation)
     return str(annotation)
@@ -160,8 +173,12 @@ class JITFunction:
             raise NaiadError(f"@naiad.jit needs the source code of {fn.__qualname__}, and Python "
                              f"cannot find it -- fix: define kernels in a .py file (not in `python -c` "
                              f"or the interactive prompt)") from None
-        self._src = self._src[self._src.index("def "):] if "def " in self._src else self._src
+        start = _DEF.search(self._src)
+        before = self._src[:start.start()] if start else ""
+        self._src = self._src[start.start():] if start else self._src
+        #: The first line of the decorators, as Triton reports it; `def_line` is the ``def``.
         self.starting_line_number = inspect.getsourcelines(fn)[1]
+        self.def_line = self.starting_line_number + before.count("\n")
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
         signature = inspect.signature(fn)
         self.signature = signature
@@ -173,7 +190,8 @@ class JITFunction:
             for i, p in enumerate(signature.parameters.values())]
         self.arg_names = [p.name for p in self.params]
         self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
-        self._cache_key: str | None = None
+        self._cache_key: tuple | None = None
+        self._references: list[tuple[str, ...]] | None = None
         #: (backend, target, specialization, options) -> compiled kernel, for this process.
         self.cache: dict[tuple, Any] = {}
 
@@ -186,6 +204,7 @@ class JITFunction:
         """Replace the source (Triton's test suite edits kernels this way); drops compiled kernels."""
         self._src = new_src
         self._cache_key = None
+        self._references = None
         self.cache.clear()
 
     def parse(self) -> ast.Module:
@@ -197,15 +216,31 @@ class JITFunction:
     # -- cache key --------------------------------------------------------------------------
     @property
     def cache_key(self) -> str:
-        """sha256 of the source, the start line, and every dependency's key or value."""
-        if self._cache_key is None:
+        """sha256 of the source, the def line, and every dependency's key or value.
+
+        Dependencies (called ``@jit`` functions, constexpr globals) are looked up again on each
+        access, so rebinding a global or editing a called function's source gives a new key.
+        """
+        parts = tuple(dependencies(self))
+        if self._cache_key is None or self._cache_key[0] != parts:
             h = hashlib.sha256(self._src.encode())
-            h.update(str(self.starting_line_number).encode())
+            h.update(str(self.def_line).encode())
             h.update(repr((self.noinline, self.debug, self.version)).encode())
-            for name, part in dependencies(self):
+            for name, part in parts:
                 h.update(f"|{name}={part}".encode())
-            self._cache_key = h.hexdigest()
-        return self._cache_key
+            self._cache_key = (parts, h.hexdigest())
+        return self._cache_key[1]
+
+    def referenced_globals(self) -> list[tuple[str, ...]]:
+        """Global names and attribute chains (``mod.helper``) the source mentions (parsed once)."""
+        if self._references is None:
+            chains = set()
+            for node in ast.walk(self.parse()):
+                chain = _attribute_chain(node)
+                if chain is not None:
+                    chains.add(chain)
+            self._references = sorted(chains)
+        return self._references
 
     # -- binding and specialization ------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -274,16 +309,13 @@ class JITFunction:
         driver = selection.driver_for(backend)
         target = driver.get_current_target()
         specialization = self.specialization(bound)
-        key = (backend.name, target, repr(specialization), repr(sorted(options.items())))
+        key = (backend.name, target, self.cache_key, repr(specialization),
+               repr(sorted(options.items())))
         kernel = self.cache.get(key)
         if kernel is None:
-            signature, constexprs, attrs = {}, {}, {}
-            for p, (ty, spec_key) in zip(self.params, specialization):
-                signature[p.name] = ty
-                if ty == "constexpr":
-                    constexprs[p.name] = spec_key
-                elif spec_key == "D":
-                    attrs[p.name] = [["tt.divisibility", 16]]
+            from naiad.compiler.frontend import describe
+
+            signature, constexprs, attrs = describe(self, specialization)
             kernel = compile(ASTSource(self, signature, constexprs, attrs), target=target, options=options)
             self.cache[key] = kernel
         if warmup:
@@ -303,23 +335,44 @@ class JITFunction:
         return f"JITFunction({self.module}:{self.__qualname__})"
 
 
-def dependencies(fn: JITFunction) -> list[tuple[str, str]]:
-    """(global name, key) for every ``@jit`` function and constexpr global the source refers to.
+def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:
+    """``a`` -> ("a",), ``a.b.c`` -> ("a", "b", "c"); None for anything else."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return (node.id, *reversed(names))
 
-    Module attributes (``tl.sum``) are part of Naiad itself and covered by its version; plain
-    Python values are not allowed inside kernels unless constexpr, so they need no key.
+
+def _resolve(fn: JITFunction, chain: tuple[str, ...]) -> Any:
+    value = fn.__globals__.get(chain[0])
+    for name in chain[1:]:
+        if value is None or type(value).__name__ != "module":
+            return value
+        value = getattr(value, name, None)
+    return value
+
+
+def dependencies(fn: JITFunction) -> list[tuple[str, str]]:
+    """(name, key) for every ``@jit`` function and constexpr global the source refers to,
+    directly or through a module attribute (``helpers.combine``), and ``@jit`` defaults.
+
+    Naiad's own language functions are covered by Naiad's version; plain Python values are not
+    allowed inside kernels unless constexpr, so they need no key.
     """
     from naiad.language import core
 
     found: dict[str, str] = {}
-    for node in ast.walk(fn.parse()):
-        if not isinstance(node, ast.Name) or node.id in found:
-            continue
-        value = fn.__globals__.get(node.id, None)
+    candidates = [(".".join(chain), _resolve(fn, chain)) for chain in fn.referenced_globals()]
+    candidates += [(f"default:{p.name}", p.default) for p in fn.params if p.has_default]
+    for name, value in candidates:
         if isinstance(value, JITFunction) and value is not fn:
-            found[node.id] = value.cache_key
+            if not value.module.startswith("naiad.language"):
+                found[name] = value.cache_key
         elif isinstance(value, core.constexpr):
-            found[node.id] = repr(value.value)
+            found[name] = repr(value.value)
     return sorted(found.items())
 
 

@@ -1,0 +1,74 @@
+"""JITFunction: source extraction, annotations, cache keys that follow dependencies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.compiler.frontend import specialize
+
+import jit_helpers
+
+
+@naiad.jit(repr=lambda *_: "def fake(")
+def def_in_decorator(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+
+def test_source_starts_at_the_def_line():
+    assert def_in_decorator.src.startswith("def def_in_decorator(")
+    import inspect
+
+    lines, first = inspect.getsourcelines(def_in_decorator.fn)
+    assert def_in_decorator.starting_line_number == first
+    assert def_in_decorator.def_line == first + 1
+
+
+def test_python_and_string_annotations():
+    kinds = {p.name: p.annotation for p in jit_helpers.annotated.params}
+    assert kinds == {"x_ptr": "", "n": "", "m": "i64", "flag": "", "block": "constexpr"}
+    signature, constexprs, _, _ = specialize(jit_helpers.annotated, np.zeros(4, np.float32), 3, 5,
+                                             True, 4)
+    assert signature["m"] == "i64" and signature["n"] == "i32" and signature["flag"] == "u1"
+    assert constexprs == {"block": 4}
+
+
+def test_int_annotation_still_specializes_ones():
+    signature, constexprs, _, _ = specialize(jit_helpers.annotated, np.zeros(4, np.float32), 1, 1,
+                                             False, 4)
+    assert signature["n"] == "constexpr" and constexprs["n"] == 1      # plain int: Triton's rule
+    assert signature["m"] == "i64"                                      # typed: never a constexpr
+
+
+def test_cache_key_follows_a_called_function(monkeypatch):
+    before = jit_helpers.uses_helper.cache_key
+    original = jit_helpers.helper.src
+    jit_helpers.helper._unsafe_update_src(original.replace("x + 1", "x + 2"))
+    try:
+        assert jit_helpers.uses_helper.cache_key != before
+    finally:
+        jit_helpers.helper._unsafe_update_src(original)
+    assert jit_helpers.uses_helper.cache_key == before
+
+
+def test_cache_key_follows_a_constexpr_global(monkeypatch):
+    before = jit_helpers.uses_helper.cache_key
+    monkeypatch.setattr(jit_helpers, "SCALE", tl.constexpr(3))
+    assert jit_helpers.uses_helper.cache_key != before
+
+
+def test_cache_key_follows_module_attribute_calls():
+    names = [name for name, _ in naiad.runtime.jit.dependencies(jit_helpers.uses_helper)]
+    assert names == ["SCALE", "helper"]
+
+
+@pytest.mark.shipped_backends
+def test_relaunch_recompiles_after_a_dependency_changes(monkeypatch):
+    x, out = np.array([1.0], np.float32), np.zeros(1, np.float32)
+    jit_helpers.uses_helper[(1,)](x, out)
+    assert out[0] == 4.0
+    monkeypatch.setattr(jit_helpers, "SCALE", tl.constexpr(10))
+    jit_helpers.uses_helper[(1,)](x, out)
+    assert out[0] == 20.0
