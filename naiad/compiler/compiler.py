@@ -182,10 +182,32 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
                                 **_json_safe(vars(opts))}
     asm: dict[str, Any] = {src.ext: _stage_text(module)}
     for name in names[first:]:
-        module = stages[name](module, metadata)
+        module = _run_stage(stages[name], name, module, metadata, target)
         asm[name] = bytes(module) if backend.stage_codec(name).binary else _stage_text(module)
     return CompiledKernel(metadata.get("name", src.name), asm, metadata, backend,
                           src.launch_signature(module))
+
+
+def _run_stage(stage: Any, name: str, module: Any, metadata: dict, target: GPUTarget) -> Any:
+    """Run one stage; anything but a Naiad error is an internal error, reported as such with the
+    kernel, the stage and the backend rather than as a traceback from deep inside a compiler."""
+    from naiad import knobs
+
+    try:
+        return stage(module, metadata)
+    except NaiadError:
+        raise
+    except Exception as e:
+        if knobs.compilation.frontend_debug:
+            raise
+        raise InternalCompilerError(
+            f"internal error in stage '{name}' of the {target.backend} backend while compiling "
+            f"kernel '{metadata.get('name', '?')}': {type(e).__name__}: {e} -- this is a bug in "
+            f"Naiad or the backend; NAIAD_FRONTEND_DEBUG=1 shows the compiler's traceback") from None
+
+
+class InternalCompilerError(NaiadError):
+    """A compiler stage failed on input it should have handled (a bug, not a user error)."""
 
 
 def _stage_text(ir: Any) -> Any:

@@ -86,3 +86,18 @@ class UnsupportedLanguageConstruct(CompilationError):
 
 class CompileTimeAssertionFailure(CompilationError):
     """A ``tl.static_assert`` failed."""
+
+
+def error_at(kernel: str, location: object, message: str) -> CompilationError:
+    """A `CompilationError` at an IR operation's source location (``loc("f.py":12:5)``), for
+    problems found after the frontend: a backend that cannot lower an operation, say."""
+    import linecache
+
+    filename = getattr(getattr(location, "filename", None), "data", "<unknown>")
+    line = getattr(getattr(location, "line", None), "data", None)
+    col = getattr(getattr(location, "column", None), "data", 1)
+    error = CompilationError(kernel, filename, None, None, message)
+    error.lineno, error.col = line, max(col - 1, 0)
+    text = linecache.getline(filename, line) if line else ""
+    error.source_line = text.rstrip() or None
+    return error
