@@ -76,11 +76,27 @@ def _annotation_text(annotation: Any) -> str:
     return str(annotation)
 
 
+def _dlpack_view(arg: Any) -> Any:
+    """A numpy view of a host array that speaks only DLPack (``__dlpack__``), else None."""
+    if not hasattr(arg, "__dlpack__") or hasattr(arg, "data_ptr") or hasattr(arg, "__array_interface__"):
+        return None
+    import numpy
+
+    try:
+        return numpy.from_dlpack(arg)
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        return None      # not host memory: the device rules will say which backend owns it
+
+
 def array_dtype_name(arg: Any) -> str | None:
-    """The dtype name of a torch tensor, numpy array or array-interface object ("float32", ...)."""
+    """The dtype name of a torch tensor, numpy array, array-interface or DLPack object."""
+    view = _dlpack_view(arg)
+    if view is not None:
+        return view.dtype.name
     dtype = getattr(arg, "dtype", None)
     if dtype is None:
-        return None
+        interface = getattr(arg, "__array_interface__", None)
+        return interface["typestr"] if interface is not None else None
     name = getattr(dtype, "name", None)        # numpy
     if isinstance(name, str):
         return name
@@ -96,7 +112,8 @@ def data_pointer(arg: Any) -> int | None:
     interface = getattr(arg, "__array_interface__", None) or getattr(arg, "__cuda_array_interface__", None)
     if interface is not None:
         return int(interface["data"][0])
-    return None
+    view = _dlpack_view(arg)
+    return int(view.ctypes.data) if view is not None else None
 
 
 def specialize(value: Any, *, specialize_value: bool = True, align: bool = True) -> tuple[Any, Any]:
