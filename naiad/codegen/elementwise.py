@@ -334,14 +334,18 @@ def _uitofp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return ctx.b.uitofp(args[0], _result(ctx, op))
 
 
-@rule(arith.FPToSIOp)
-def _fptosi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    return ctx.b.fptosi(args[0], _result(ctx, op))
+def _float_to_int(name: str) -> Callable:
+    """Float -> integer with saturation (NaN -> 0), as GPUs convert: LLVM's plain ``fptosi``
+    gives poison out of range, which an address computed from it would turn into a crash."""
+    def lower_float_to_int(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        target = _result(ctx, op)
+        fn = lt.intrinsic(ctx.module, name, [target, args[0].type], target, [args[0].type])
+        return ctx.b.call(fn, args)
+    return lower_float_to_int
 
 
-@rule(arith.FPToUIOp)
-def _fptoui(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    return ctx.b.fptoui(args[0], _result(ctx, op))
+rule(arith.FPToSIOp)(_float_to_int("fptosi.sat"))
+rule(arith.FPToUIOp)(_float_to_int("fptoui.sat"))
 
 
 @rule(tt.BitcastOp, arith.BitcastOp)

@@ -152,8 +152,25 @@ class TargetHooks:
                                   f"backend yet -- fix: convert to float16 or float32 instead")
 
     def truncate_toward_zero(self, ctx: Any, value: ir.Value, target_mlir: Any) -> ir.Value:
-        raise NotImplementedError(f"fp_downcast_rounding='rtz' is not supported on the {self.name} "
-                                  f"backend yet -- fix: use the default rounding")
+        """A float narrowed rounding toward zero, in storage form (bf16: its 16 bits).
+
+        bf16 keeps the top half of the fp32 bits.  Otherwise round to nearest and, where that
+        went away from zero, step back one unit in the last place (bits - 1 for either sign).
+        """
+        b = ctx.b
+        if lt.is_bf16(target_mlir):
+            bits = b.bitcast(value, lt.vector(lt.I32, ctx.lanes))
+            top = b.trunc(b.lshr(bits, ctx.const(lt.I32, 16)), lt.vector(lt.I16, ctx.lanes))
+            quiet = b.or_(top, ctx.const(lt.I16, 0x40))
+            return b.select(b.fcmp_unordered("uno", value, value), quiet, top)
+        narrow_type = lt.vector(lt.scalar(target_mlir), ctx.lanes)
+        nearest = b.fptrunc(value, narrow_type)
+        away = b.fcmp_ordered(">", ctx.intrinsic("fabs", [b.fpext(nearest, value.type)]),
+                              ctx.intrinsic("fabs", [value]))
+        int_type = ir.IntType(lt.byte_size(narrow_type) * 8)
+        bits = b.bitcast(nearest, lt.vector(int_type, ctx.lanes))
+        stepped = b.bitcast(b.sub(bits, ctx.const(int_type, 1)), narrow_type)
+        return b.select(away, stepped, nearest)
 
     def inline_asm(self, ctx: Any, op: Any, args: list[ir.Value]) -> ir.Value:
         raise NotImplementedError(f"tl.inline_asm_elementwise is not supported on the {self.name} "

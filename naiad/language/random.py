@@ -35,7 +35,7 @@ def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: core.constexpr = N_ROUNDS_DEFA
 @jit
 def philox(seed, c0, c1, c2, c3, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """Split a 64-bit seed into the key and run Philox on 32-bit counters."""
-    seed = seed.to(core.uint64)
+    seed = core.to_tensor(seed).to(core.uint64)
     key_lo = (seed & 0xFFFFFFFF).to(core.uint32)
     key_hi = ((seed >> 32) & 0xFFFFFFFF).to(core.uint32)
     c0 = c0.to(core.uint32, bitcast=True)

@@ -414,9 +414,22 @@ class Semantic:
         shape = _shape(x)
         if not shape or shape[-1] != 2:
             raise ValueError(f"tl.split needs a last dimension of size 2, got shape {shape}")
-        out = tl.block_type(x.dtype, shape[:-1]) if len(shape) > 1 else x.dtype
+        if len(shape) == 1:     # two scalars: split a [1, 2] block, then take each element
+            first, second = self.split(self.reshape(x, [1, 2], False))
+            return self._only_element(first), self._only_element(second)
+        out = tl.block_type(x.dtype, shape[:-1])
         op = self.builder.insert(tt.SplitOp.build(operands=[x.handle], result_types=[self.ir_type(out)] * 2))
         return tensor(op.results[0], out), tensor(op.results[1], out)
+
+    def _only_element(self, x: tensor) -> tensor:
+        """The scalar in a one-element 1-D block (a reduction that keeps its only element)."""
+        scalar = self.ir_type(x.dtype)
+        block = Block(arg_types=[scalar, scalar])
+        block.add_op(tt.ReduceReturnOp(block.args[0]))
+        op = self.builder.insert(tt.ReduceOp.build(
+            operands=[[x.handle]], result_types=[[scalar]],
+            properties={"axis": IntegerAttr(0, i32)}, regions=[Region(block)]))
+        return tensor(op.results[0], x.dtype)
 
     def gather(self, src: tensor, index: tensor, axis: int) -> tensor:
         """``tt.gather``: ``src`` indexed along ``axis`` by an integer tensor of the same rank."""
@@ -707,6 +720,9 @@ class Semantic:
         elt = ptr.dtype.element_ty
         if elt.primitive_bitwidth not in (16, 32, 64):
             raise TypeError(f"tl.atomic_cas supports 16/32/64-bit types, not {elt}")
+        if not ptr.type.is_block() and (cmp.type.is_block() or val.type.is_block()):
+            raise ValueError("tl.atomic_cas: the pointer is a scalar but cmp or val is a block -- fix: "
+                             "offset the pointer by a tl.arange to make a block of pointers")
         if ptr.type.is_block():
             cmp, val = self.broadcast_to(cmp, _shape(ptr)), self.broadcast_to(val, _shape(ptr))
         cmp, val = self.cast(cmp, elt), self.cast(val, elt)

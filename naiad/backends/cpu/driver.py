@@ -61,7 +61,7 @@ class CPULauncher:
                 pointer = data_pointer(value)
                 value = 0 if value is None else pointer
             elif ty == "bf16":
-                value = struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16
+                value = bf16_bits(float(value))
             values.append(value)
         ranges = self.ranges(args) if self.debug else []
         buffer = ctypes.create_string_buffer(self.packer.size + 8 + 16 * len(ranges) + 8)
@@ -106,6 +106,14 @@ class CPULauncher:
             exit_hook(launch_metadata)
 
 
+def bf16_bits(value: float) -> int:
+    """The bfloat16 nearest to ``value`` (ties to even), as its 16 bits; NaN stays NaN."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    if value != value:
+        return (bits >> 16) | 0x40
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
 def array_extent(array: Any) -> tuple[int, int, int]:
     """(first byte, end byte, element size) of the memory an array argument may touch."""
     start = data_pointer(array)
@@ -132,15 +140,31 @@ def _slot(ty: str) -> tuple[str, str]:
         raise NaiadError(f"arguments of type {ty} cannot be passed to CPU kernels") from None
 
 
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _shared_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    """One process-wide pool of worker threads (grown when more threads are asked for)."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or workers > _pool_size:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers),
+                                                          thread_name_prefix="naiad-cpu")
+            _pool_size = max(1, workers)
+        return _pool
+
+
 class LoadedObject:
     """An object file loaded into this process; keeps LLVM's execution engine alive."""
 
     def __init__(self, binary: bytes):
-        from naiad.backends.cpu.target import _binding, host_target, target_machine
+        from naiad.backends.cpu.target import _binding, host_target, new_target_machine
 
         llvm = _binding()
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
-                                                 target_machine(host_target().arch))
+                                                 new_target_machine(host_target().arch))
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
         self.engine.finalize_object()
         address = self.engine.get_function_address("naiad_grid")
@@ -154,8 +178,6 @@ class CPUDriver(DriverBase):
 
     def __init__(self) -> None:
         runtime.register_symbols()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     @classmethod
     def is_active(cls) -> bool:
@@ -194,11 +216,7 @@ class CPUDriver(DriverBase):
         return knobs.cpu.threads or os.cpu_count() or 1
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=max(1, self.threads() - 1), thread_name_prefix="naiad-cpu")
-            return self._pool
+        return _shared_pool(self.threads() - 1)
 
     def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
         loaded = LoadedObject(binary)

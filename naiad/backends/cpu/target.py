@@ -45,7 +45,13 @@ def vector_bytes(features: str) -> int:
 
 @functools.lru_cache(maxsize=None)
 def target_machine(arch: str):
-    """An LLVM target machine for ``arch`` (the host's, with the host's features)."""
+    """The shared LLVM target machine for compiling to ``arch`` (the host's)."""
+    return new_target_machine(arch)
+
+
+def new_target_machine(arch: str):
+    """A target machine of one's own: an execution engine takes ownership of the one it gets
+    and frees it with itself, so each engine needs a fresh one."""
     llvm = _binding()
     if arch != host_target().arch:
         raise ValueError(f"cannot compile for CPU {arch!r} on this machine ({host_target().arch}) -- "

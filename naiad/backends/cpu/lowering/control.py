@@ -3,7 +3,8 @@
 Scalars cross region boundaries as LLVM phis.  Tensors cross them in memory: each tensor that a
 loop carries gets one buffer for the whole loop, which the body reads as its block argument and
 overwrites with the yielded value; an ``scf.if`` writes its tensor results into buffers from
-either branch.  ``acc = tl.dot(a, b, acc)`` accumulates straight into the carried buffer
+either branch.  Block pointers cross them as one phi per scalar.  ``acc = tl.dot(a, b, acc)``
+accumulates straight into the carried buffer
 (`dot_destination`), so the usual matmul loop copies nothing.
 """
 
@@ -14,8 +15,9 @@ from typing import Any
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType
 
-from naiad.backends.cpu.lowering.tiles import Buffer, Lazy
-from naiad.codegen import llvm_types as lt
+from naiad.backends.cpu.lowering.block_pointers import BlockPointer
+from naiad.backends.cpu.lowering.tiles import ELEMENTWISE, Buffer, Lazy
+from naiad.ir import arith, tt
 
 
 def _is_tensor(value: Any) -> bool:
@@ -29,34 +31,71 @@ def _carry(kernel: Any, init: Any) -> Buffer:
     return buffer
 
 
-def _write_yield(kernel: Any, value: Any, target: Buffer) -> None:
-    held = kernel.lookup(value)
+def _write_yields(kernel: Any, yields: list[tuple[Any, Buffer]]) -> None:
+    """Write each yielded tensor into its carried buffer.
+
+    The writes happen one after another but mean a parallel assignment (``prev, cur = cur,
+    prev + cur``): before a buffer is overwritten, each value still to be written that reads it
+    is first computed into a scratch buffer.
+    """
+    sources: list[Any] = [value for value, _ in yields]
+    for i, (_, target) in enumerate(yields):
+        for j in range(i + 1, len(sources)):
+            if _reads(kernel, sources[j], target):
+                sources[j] = _scratch_copy(kernel, sources[j])
+        _write_yield(kernel, sources[i], target)
+
+
+def _scratch_copy(kernel: Any, source: Any) -> Buffer:
+    if isinstance(source, Buffer):
+        scratch = kernel.buffer(source.mlir_type)
+        kernel.copy(source, scratch)
+        return scratch
+    held = kernel.lookup(source)
+    return _scratch_copy(kernel, held) if isinstance(held, Buffer) else kernel.materialize(source)
+
+
+def _reads(kernel: Any, source: Any, buffer: Buffer) -> bool:
+    """Whether computing ``source`` (a value, or a buffer) reads ``buffer``."""
+    return any(held.ptr is buffer.ptr for held, _ in _sources(kernel, source))
+
+
+#: Ops whose element i is computed from element i of their operands (as element-wise ones).
+_SAME_INDEX = (tt.ExpandDimsOp, tt.ReshapeOp, tt.SplatOp, tt.MakeRangeOp, arith.ConstantOp, tt.LoadOp)
+
+
+def _sources(kernel: Any, source: Any) -> list[tuple[Buffer, bool]]:
+    """The buffers computing ``source`` reads, each with whether it is read through an op that
+    moves elements (then element i may read another element of it)."""
+    found, seen = [], set()
+    pending = [(source, False)]
+    while pending:
+        value, remapped = pending.pop()
+        held = value if isinstance(value, Buffer) else kernel.lookup(value)
+        if isinstance(held, Buffer):
+            found.append((held, remapped))
+        elif isinstance(held, Lazy) and (held.op, remapped) not in seen:
+            seen.add((held.op, remapped))
+            remapped = remapped or not isinstance(held.op, ELEMENTWISE + _SAME_INDEX)
+            pending.extend((v, remapped) for v in held.op.operands if _is_tensor(v))
+    return found
+
+
+def _write_yield(kernel: Any, source: Any, target: Buffer) -> None:
+    held = source if isinstance(source, Buffer) else kernel.lookup(source)
     if isinstance(held, Buffer) and held.ptr is target.ptr:
         return
-    if isinstance(held, Lazy) and not _reads_other_elements(kernel, value, target):
-        kernel.materialize(value, into=target)      # element i reads element i: in place is safe
+    if isinstance(held, Lazy) and not _reads_other_elements(kernel, source, target):
+        kernel.materialize(source, into=target)     # element i reads element i: in place is safe
         return
-    scratch = kernel.materialize(value) if not isinstance(held, Buffer) else held
+    scratch = kernel.materialize(source) if not isinstance(held, Buffer) else held
     kernel.copy(scratch, target)
 
 
-def _reads_other_elements(kernel: Any, value: Any, buffer: Buffer, depth: int = 0) -> bool:
-    """Whether computing ``value`` element by element could read another element of ``buffer``."""
-    held = kernel.lookup(value)
-    if isinstance(held, Buffer):
-        return False
-    if not isinstance(held, Lazy) or depth > 64:
-        return False
-    remaps = held.op.name in ("tt.broadcast", "tt.trans", "tt.load")
-    for operand in held.op.operands:
-        if not _is_tensor(operand):
-            continue
-        source = kernel.env.get(operand)
-        if isinstance(source, Buffer) and source.ptr is buffer.ptr and remaps:
-            return True
-        if _reads_other_elements(kernel, operand, buffer, depth + 1):
-            return True
-    return False
+def _reads_other_elements(kernel: Any, value: Any, buffer: Buffer) -> bool:
+    """Whether computing ``value`` element by element could read another element of ``buffer``:
+    whether ``buffer`` is reached through an op that moves elements (broadcast, trans, ...)."""
+    return any(held.ptr is buffer.ptr and remapped for held, remapped in _sources(kernel, value))
 
 
 def dot_destination(kernel: Any, op: Any) -> Buffer | None:
@@ -74,6 +113,24 @@ def dot_destination(kernel: Any, op: Any) -> Buffer | None:
         return None
     held = kernel.env.get(acc)
     return held if isinstance(held, Buffer) else None
+
+
+def _phi(b: Any, value: Any) -> Any:
+    """A phi for a scalar, or a block pointer of phis (one per scalar) for a block pointer."""
+    if isinstance(value, BlockPointer):
+        return value.with_scalars([b.phi(v.type) for v in value.scalars()])
+    return b.phi(value.type)
+
+
+def _add_incoming(phi: Any, value: Any, block: Any) -> None:
+    if not isinstance(phi, BlockPointer):
+        phi.add_incoming(value, block)
+        return
+    if phi.unit_stride and not value.unit_stride:
+        raise NotImplementedError("a block pointer whose innermost stride changes from the "
+                                  "constant 1 inside a loop is not supported on the CPU yet")
+    for p, v in zip(phi.scalars(), value.scalars()):
+        p.add_incoming(v, block)
 
 
 def _bind(kernel: Any, args: Any, values: list[Any]) -> None:
@@ -95,22 +152,19 @@ def lower_for(kernel: Any, op: scf.ForOp) -> None:
     phis = {}
     for i, value in enumerate(carried):
         if not isinstance(value, Buffer):
-            phi = b.phi(value.type)
-            phi.add_incoming(value, pre)
-            phis[i] = phi
+            phis[i] = _phi(b, value)
+            _add_incoming(phis[i], value, pre)
     b.cbranch(b.icmp_signed("<", iv, ub), body, done)
     b.position_at_end(body)
     kernel.chunks.reset_cache()
     block = op.body.block
     _bind(kernel, block.args, [iv] + [phis.get(i, v) for i, v in enumerate(carried)])
     terminator = block.last_op
-    _lower_body(kernel, block)
+    lower_body(kernel, block)
     yielded = list(terminator.operands)
-    for i, value in enumerate(yielded):
-        if isinstance(carried[i], Buffer):
-            _write_yield(kernel, value, carried[i])
+    _write_yields(kernel, [(v, c) for v, c in zip(yielded, carried) if isinstance(c, Buffer)])
     for i, phi in phis.items():
-        phi.add_incoming(kernel.scalar(yielded[i]), b.block)
+        _add_incoming(phi, kernel.scalar(yielded[i]), b.block)
     iv.add_incoming(b.add(iv, step), b.block)
     b.branch(header)
     b.position_at_end(done)
@@ -118,8 +172,8 @@ def lower_for(kernel: Any, op: scf.ForOp) -> None:
     _bind(kernel, op.results, [phis.get(i, v) for i, v in enumerate(carried)])
 
 
-def _lower_body(kernel: Any, block: Any) -> None:
-    """Lower a region's ops except its terminator (the caller consumes the yielded values)."""
+def lower_body(kernel: Any, block: Any) -> None:
+    """Lower a block's ops except its terminator (the caller consumes the yielded values)."""
     saved = kernel.position
     ops = list(block.ops)[:-1]
     for position, op in enumerate(ops):
@@ -142,7 +196,7 @@ def lower_if(kernel: Any, op: scf.IfOp) -> None:
         kernel.chunks.reset_cache()
         if region.blocks:
             block = region.block
-            _lower_body(kernel, block)
+            lower_body(kernel, block)
             for i, value in enumerate(block.last_op.operands):
                 if targets[i] is not None:
                     _write_yield(kernel, value, targets[i])
@@ -155,9 +209,11 @@ def lower_if(kernel: Any, op: scf.IfOp) -> None:
         if targets[i] is not None:
             kernel.env[result] = targets[i]
             continue
-        phi = b.phi(lt.scalar(result.type))
+        phi = _phi(b, incoming[i][0][0])
+        if isinstance(phi, BlockPointer):
+            phi.unit_stride = all(value.unit_stride for value, _ in incoming[i])
         for value, block in incoming[i]:
-            phi.add_incoming(value, block)
+            _add_incoming(phi, value, block)
         kernel.env[result] = phi
 
 
@@ -172,28 +228,25 @@ def lower_while(kernel: Any, op: scf.WhileOp) -> None:
     phis = {}
     for i, value in enumerate(carried):
         if not isinstance(value, Buffer):
-            phi = b.phi(value.type)
-            phi.add_incoming(value, pre)
-            phis[i] = phi
+            phis[i] = _phi(b, value)
+            _add_incoming(phis[i], value, pre)
     kernel.chunks.reset_cache()
     before = op.before_region.block
     _bind(kernel, before.args, [phis.get(i, v) for i, v in enumerate(carried)])
-    _lower_body(kernel, before)
+    lower_body(kernel, before)
     condition = before.last_op
-    forwarded = list(condition.arguments)
+    forwarded = list(condition.args)
     forwarded_values = [kernel.materialize(v) if _is_tensor(v) else kernel.scalar(v) for v in forwarded]
-    b.cbranch(kernel.scalar(condition.cond), body, done)
+    b.cbranch(kernel.scalar(condition.condition), body, done)
     b.position_at_end(body)
     kernel.chunks.reset_cache()
     after = op.after_region.block
     _bind(kernel, after.args, forwarded_values)
-    _lower_body(kernel, after)
+    lower_body(kernel, after)
     yielded = list(after.last_op.operands)
-    for i, value in enumerate(yielded):
-        if isinstance(carried[i], Buffer):
-            _write_yield(kernel, value, carried[i])
+    _write_yields(kernel, [(v, c) for v, c in zip(yielded, carried) if isinstance(c, Buffer)])
     for i, phi in phis.items():
-        phi.add_incoming(kernel.scalar(yielded[i]), b.block)
+        _add_incoming(phi, kernel.scalar(yielded[i]), b.block)
     b.branch(header)
     b.position_at_end(done)
     kernel.chunks.reset_cache()

@@ -9,10 +9,13 @@ Op by op, in program order: scalars become LLVM values; tensors become `Lazy` (c
 whatever loop consumes them) or `Buffer` (materialized, when used twice, across a region, or by
 an op that needs random access).  Ops with effects (stores, atomics) and ops that produce whole
 tensors (reductions, scans, dot) emit their own loops, evaluating operands chunk by chunk.
+Calls of ``noinline`` functions are inlined as they are lowered.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any, Callable
 
 import llvmlite.ir as ir
@@ -20,7 +23,8 @@ from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
-from naiad.backends.cpu.lowering import control, debug, matmul, memory, reductions
+from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
+                                         reductions, shapes)
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
                                                buffer_element, numel)
 from naiad.codegen import elementwise, llvm_types as lt
@@ -59,7 +63,7 @@ class KernelLowering:
         func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
                     and op.sym_visibility is not None and op.sym_visibility.data == "public")
         self.func_op = func
-        self.uses = _use_counts(func)
+        self.uses = _use_counts(self.module)
         body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6), "naiad_kernel")
         body.linkage = "internal"
         body.attributes.add("alwaysinline")
@@ -147,11 +151,7 @@ class KernelLowering:
     def scalar_constant(self, value: Any, mlir_elem: Any) -> ir.Value:
         storage = lt.scalar(mlir_elem)
         if lt.is_bf16(mlir_elem):
-            import struct
-
-            bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-            return ir.Constant(lt.I16, rounded)
+            return ir.Constant(lt.I16, _bf16_bits(float(value)))
         if isinstance(storage, ir.IntType):
             v = int(value) & ((1 << storage.width) - 1)
             return ir.Constant(storage, v)
@@ -176,6 +176,20 @@ class KernelLowering:
         ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
         ptr.align = 64
         return Buffer(lt.opaque(self.alloca_builder, ptr), mlir_type)
+
+    def constant_buffer(self, values: list, mlir_type: Any) -> Buffer:
+        """A dense constant of distinct values, as a read-only global read like a buffer."""
+        storage, element = buffer_element(mlir_type), lt.element(mlir_type)
+        items = [self.scalar_constant(v, element) for v in values]
+        if storage != lt.scalar(mlir_type):             # booleans are kept as bytes
+            items = [ir.Constant(storage, int(v.constant)) for v in items]
+        array = ir.ArrayType(storage, len(items))
+        data = ir.GlobalVariable(self.llmod, array, self.llmod.get_unique_name("constant"))
+        data.initializer = ir.Constant(array, items)
+        data.global_constant = True
+        data.linkage = "private"
+        data.align = 64
+        return Buffer(data.bitcast(lt.PTR), mlir_type)
 
     def materialize(self, value: SSAValue, into: Buffer | None = None) -> Buffer:
         """Compute ``value`` into a buffer (``into`` or a new one) and remember it there."""
@@ -268,20 +282,57 @@ class KernelLowering:
         return False
 
     def _materialize_pending_loads(self, op: Any) -> None:
-        """Loads happen in program order: compute every lazy value that still reads memory
-        before an op with effects runs."""
+        """Loads happen in program order: before an op with effects runs, compute every lazy
+        value that still reads memory and is used after it -- or by it, when it writes through
+        the same pointer argument elsewhere (``x[i + 1] = x[i]``: fused into the store's loop,
+        a chunk would read what the previous chunk wrote)."""
         for value, held in list(self.env.items()):
-            if isinstance(held, Lazy) and _contains_load(self, value) and _used_after(value, op):
+            if isinstance(held, Lazy) and _contains_load(self, value) and (
+                    _used_after(value, op) or self._overwrites(op, value)):
                 self.materialize(value)
+
+    def _overwrites(self, op: Any, value: SSAValue) -> bool:
+        """Whether ``op`` writes, through the argument a load of ``value`` reads, at a pointer
+        that is not the load's own (same pointer, same element: in place is safe)."""
+        if not isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp)) or value not in op.operands:
+            return False
+        written = self.pointer_argument(op.ptr)
+        return written is not None and any(
+            self.pointer_argument(load.ptr) == written and load.ptr is not op.ptr
+            for load in _loads(self, value))
 
     def dot_destination(self, op: Any) -> Buffer | None:
         return control.dot_destination(self, op)
 
     def evaluate_special(self, op: Any, result_index: int, index: ir.Value, lanes: int) -> ir.Value:
-        """Chunks of lazy ops that are not element-wise rules or index remaps (loads)."""
+        """Chunks of lazy ops that are neither element-wise rules nor the index remaps of `tiles`:
+        loads, and the rearranging ops of `shapes`."""
+        rule = shapes.CHUNK_RULES.get(type(op))
+        if rule is not None:
+            return rule(self, op, result_index, index, lanes)
+        if isinstance(op, tt.LoadOp) and block_pointers.is_block_pointer(op.ptr):
+            return block_pointers.load_chunk(self, op, index, lanes)
         if isinstance(op, tt.LoadOp):
             return memory.load_chunk(self, op, index, lanes)
         raise NotImplementedError(f"the CPU backend cannot evaluate {op.name} lazily")
+
+
+def _bf16_bits(value: float) -> int:
+    """The bf16 nearest to ``value`` (ties to even), rounded once: through the f32 rounded to
+    odd (see `naiad.codegen.elementwise`), as ``value`` may be any Python float."""
+    if math.isnan(value):
+        return 0x7FC0
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    if abs(value) > _F32_MAX:
+        return sign | 0x7F80
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    nearest = struct.unpack("<f", struct.pack("<I", bits))[0]
+    if nearest != value:
+        bits = (bits - 1 if abs(nearest) > abs(value) else bits) | 1
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
+_F32_MAX = 3.4028234663852886e38
 
 
 def _used_after(value: SSAValue, op: Any) -> bool:
@@ -306,14 +357,23 @@ def _recompute_cost(kernel: KernelLowering, value: SSAValue, depth: int = 0) -> 
                      if isinstance(v.type, TensorType))
 
 
-def _contains_load(kernel: KernelLowering, value: SSAValue, depth: int = 0) -> bool:
-    held = kernel.env.get(value)
-    if not isinstance(held, Lazy) or depth > 64:
-        return False
-    if isinstance(held.op, tt.LoadOp):
-        return True
-    return any(_contains_load(kernel, v, depth + 1) for v in held.op.operands
-               if isinstance(v.type, TensorType))
+def _contains_load(kernel: KernelLowering, value: SSAValue) -> bool:
+    return bool(_loads(kernel, value))
+
+
+def _loads(kernel: KernelLowering, value: SSAValue) -> list[Any]:
+    """The loads that computing the lazy ``value`` would run (each lazy value visited once)."""
+    loads, seen, pending = [], set(), [value]
+    while pending:
+        held = kernel.env.get(pending.pop())
+        if not isinstance(held, Lazy) or held.op in seen:
+            continue
+        seen.add(held.op)
+        if isinstance(held.op, tt.LoadOp):
+            loads.append(held.op)
+        else:
+            pending.extend(v for v in held.op.operands if isinstance(v.type, TensorType))
+    return loads
 
 
 def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
@@ -330,7 +390,7 @@ def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
 
 def _has_effects(op: Any) -> bool:
     return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.PrintOp, tt.AssertOp,
-                           scf.ForOp, scf.WhileOp, scf.IfOp))
+                           scf.ForOp, scf.WhileOp, scf.IfOp, tt.CallOp))
 
 
 def _get_program_id(kernel: KernelLowering, op: Any) -> None:
@@ -342,12 +402,37 @@ def _get_num_programs(kernel: KernelLowering, op: Any) -> None:
 
 
 def _constant(kernel: KernelLowering, op: Any) -> None:
+    """Scalars and splats are LLVM constants; other dense tensors are read-only buffers."""
     result = op.results[0]
     if isinstance(result.type, TensorType):
-        kernel.env[result] = Lazy(op)
+        values = op.value.get_values()
+        distinct = {repr(v) for v in values}        # NaNs are alike, -0.0 and 0.0 are not
+        kernel.env[result] = Lazy(op) if len(distinct) == 1 else kernel.constant_buffer(values, result.type)
         return
     attr = op.value
     kernel.env[result] = kernel.scalar_constant(attr.value.data, result.type)
+
+
+def _call(kernel: KernelLowering, op: tt.CallOp) -> None:
+    """A call of a ``noinline`` function, inlined here: a program is one thread, so a real call
+    would only add the cost of passing tensors through memory.  Tensor results are
+    materialized, as the next call of the same function rebinds the callee's values."""
+    name = op.callee.root_reference.data
+    callee = next(f for f in kernel.module.body.ops if isinstance(f, tt.FuncOp) and f.sym_name.data == name)
+    block = callee.body.block
+    for arg, value in zip(block.args, op.operands):
+        kernel.env[arg] = kernel.lookup(value)
+    control.lower_body(kernel, block)
+    for result, value in zip(op.results, block.last_op.operands):
+        held = kernel.lookup(value)
+        kernel.env[result] = kernel.materialize(value) if isinstance(held, Lazy) else held
+
+
+def _store(kernel: KernelLowering, op: Any) -> None:
+    if block_pointers.is_block_pointer(op.ptr):
+        block_pointers.lower_store(kernel, op)
+    else:
+        memory.lower_store(kernel, op)
 
 
 def _return(kernel: KernelLowering, op: Any) -> None:
@@ -359,17 +444,23 @@ def _ignore(kernel: KernelLowering, op: Any) -> None:
 
 
 _LAZY_SHAPE_OPS = (arith.ConstantOp, tt.SplatOp, tt.MakeRangeOp, tt.ExpandDimsOp, tt.ReshapeOp,
-                   tt.BroadcastOp, tt.TransOp, tt.LoadOp)
+                   tt.BroadcastOp, tt.TransOp, tt.LoadOp, tt.JoinOp, tt.CatOp)
 
 _HANDLERS: dict[type, Callable[[KernelLowering, Any], None]] = {
     tt.GetProgramIdOp: _get_program_id,
     tt.GetNumProgramsOp: _get_num_programs,
     arith.ConstantOp: _constant,
     tt.ReturnOp: _return,
+    tt.CallOp: _call,
     gpu.BarrierOp: _ignore,
     tt.AssumeOp: _ignore,
     tt.LoadOp: memory.lower_load,
-    tt.StoreOp: memory.lower_store,
+    tt.StoreOp: _store,
+    tt.MakeTensorPtrOp: block_pointers.lower_make,
+    tt.AdvanceOp: block_pointers.lower_advance,
+    tt.SplitOp: shapes.lower_split,
+    tt.GatherOp: shapes.lower_gather,
+    tt.HistogramOp: shapes.lower_histogram,
     tt.AtomicRMWOp: memory.lower_atomic_rmw,
     tt.AtomicCASOp: memory.lower_atomic_cas,
     tt.ReduceOp: reductions.lower_reduce,

@@ -3,8 +3,10 @@
 A chunk of pointers whose lanes are consecutive elements (known from `lane_stride`) becomes one
 vector load or store, masked with ``llvm.masked.load`` / ``llvm.masked.store`` when there is a
 mask; any other chunk becomes ``llvm.masked.gather`` / ``llvm.masked.scatter``.  A masked-off
-lane never touches memory.  ``int1`` tensors are stored as one byte per element, as in Triton.
-Atomics run element by element (LLVM's ``atomicrmw`` is scalar) in program order.
+lane never touches memory (`emit_load` / `store_chunk`, which `block_pointers` shares).
+``int1`` tensors are stored as one byte per element, as in Triton.
+Atomics run element by element (LLVM's ``atomicrmw`` is scalar) in program order; a float
+compare-and-swap compares bits, and a bf16 add is a compare-and-swap loop.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
 
 from naiad.backends.cpu.lowering.tiles import Lazy, lane_stride
-from naiad.codegen import llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt
 
 
-def _memory_type(value_type: Any) -> ir.Type:
+def memory_type(value_type: Any) -> ir.Type:
     """How an element is laid out in memory: booleans take a byte."""
     storage = lt.scalar(value_type)
     return lt.I8 if storage == lt.I1 else storage
@@ -65,18 +67,26 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     def operand(value: Any) -> ir.Value:
         return kernel.scalar(value) if index is None else kernel.chunks.value_at(value, index, lanes)
 
-    value_type = op.results[0].type
-    element = _memory_type(value_type)
-    addresses = operand(op.ptr)
+    element = memory_type(op.results[0].type)
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
+    return emit_load(kernel, op, operand(op.ptr), mask, passthru, lanes,
+                     _contiguous(kernel, op.ptr, element, lanes))
+
+
+def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
+              passthru: ir.Value, lanes: int, contiguous: bool) -> ir.Value:
+    """Load ``lanes`` elements of ``op``'s result type at ``addresses`` (consecutive ones when
+    ``contiguous``); masked-off lanes take ``passthru`` and touch no memory."""
+    value_type = op.results[0].type
+    element = memory_type(value_type)
     passthru = _to_memory(kernel, passthru, value_type, lanes)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
     vec = lt.vector(element, lanes)
     if lanes == 1:
         loaded = _scalar_load(kernel, addresses, mask, passthru, element)
-    elif _contiguous(kernel, op.ptr, element, lanes):
+    elif contiguous:
         first = _first_address(kernel, addresses, lanes)
         if mask is None:
             loaded = b.load(first, typ=vec, align=lt.byte_size(element))
@@ -115,7 +125,7 @@ def _scalar_load(kernel: Any, address: ir.Value, mask: ir.Value | None, passthru
 def lower_store(kernel: Any, op: Any) -> None:
     if not isinstance(op.ptr.type, TensorType):
         mask = kernel.scalar(op.mask) if op.mask is not None else None
-        store_chunk(kernel, op, kernel.scalar(op.ptr), kernel.scalar(op.value), mask, 1)
+        store_chunk(kernel, op, kernel.scalar(op.ptr), kernel.scalar(op.value), mask, 1, False)
         return
 
     def chunk(index: ir.Value, lanes: int) -> None:
@@ -123,15 +133,17 @@ def lower_store(kernel: Any, op: Any) -> None:
             return kernel.chunks.value_at(v, index, lanes)
 
         mask = at(op.mask) if op.mask is not None else None
-        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes)
+        contiguous = _contiguous(kernel, op.ptr, memory_type(op.value.type), lanes)
+        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes, contiguous)
 
     kernel.for_each_chunk(op.ptr.type, chunk)
 
 
 def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask: ir.Value | None,
-                lanes: int) -> None:
+                lanes: int, contiguous: bool) -> None:
+    """Store ``lanes`` elements at ``addresses`` (consecutive ones when ``contiguous``)."""
     value_type = op.value.type
-    element = _memory_type(value_type)
+    element = memory_type(value_type)
     value = _to_memory(kernel, value, value_type, lanes)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
@@ -142,7 +154,7 @@ def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask
         with b.if_then(mask):
             b.store(value, b.inttoptr(addresses, lt.PTR), align=lt.byte_size(element))
         return
-    if _contiguous(kernel, op.ptr, element, lanes):
+    if contiguous:
         first = _first_address(kernel, addresses, lanes)
         if mask is None:
             b.store(value, first, align=lt.byte_size(element))
@@ -209,13 +221,47 @@ def lower_atomic_rmw(kernel: Any, op: Any) -> None:
     ordering = _ORDERING[op.sem.data.value]
     element = lt.scalar(op.val.type)
     has_mask = op.mask is not None
+    bf16 = lt.is_bf16(op.val.type)
 
     def emit(address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
         checked = kernel.hooks.check_access(kernel, op, address, mask[0] if has_mask else None, 1, element)
-        return _guarded(kernel, checked, element, lambda: kernel.b.atomic_rmw(
-            kind, kernel.b.inttoptr(address, lt.PTR), value, ordering))
+        pointer = kernel.b.inttoptr(address, lt.PTR)
+        if bf16:
+            return _guarded(kernel, checked, element, lambda: _add_bf16(kernel, op, pointer, value, ordering))
+        return _guarded(kernel, checked, element, lambda: kernel.b.atomic_rmw(kind, pointer, value, ordering))
 
     _atomic_elementwise(kernel, op, emit)
+
+
+def _failure_ordering(ordering: str) -> str:
+    return "monotonic" if ordering in ("release", "monotonic") else "acquire"
+
+
+def _add_bf16(kernel: Any, op: Any, pointer: ir.Value, value: ir.Value, ordering: str) -> ir.Value:
+    """Atomic add of a bf16 (an ``i16`` to LLVM, which atomicrmw cannot add as a float): add in
+    float and round, then compare-and-swap, again until no other thread wrote in between."""
+    b, ctx, bf16 = kernel.b, kernel.ctx(1), lt.element(op.val.type)
+    pre = b.block
+    retry, done = b.append_basic_block("atomic.retry"), b.append_basic_block("atomic.done")
+    initial = b.load_atomic(pointer, "monotonic", 2, typ=lt.I16)
+    b.branch(retry)
+    b.position_at_end(retry)
+    old = b.phi(lt.I16)
+    old.add_incoming(initial, pre)
+    total = b.fadd(elementwise.to_compute(ctx, old, bf16), elementwise.to_compute(ctx, value, bf16))
+    pair = b.cmpxchg(pointer, old, elementwise.to_storage(ctx, total, bf16), ordering,
+                     _failure_ordering(ordering))
+    old.add_incoming(b.extract_value(pair, 0), retry)
+    b.cbranch(b.extract_value(pair, 1), done, retry)
+    b.position_at_end(done)
+    return old
+
+
+def _bits(kernel: Any, value: ir.Value) -> ir.Value:
+    """A float as the integer of its bits (cmpxchg compares bits, as GPUs' atomic CAS does)."""
+    if isinstance(value.type, ir.IntType):
+        return value
+    return kernel.b.bitcast(value, ir.IntType(lt.byte_size(value.type) * 8))
 
 
 def lower_atomic_cas(kernel: Any, op: Any) -> None:
@@ -224,13 +270,13 @@ def lower_atomic_cas(kernel: Any, op: Any) -> None:
 
     def emit(address: ir.Value, expected: ir.Value, value: ir.Value) -> ir.Value:
         checked = kernel.hooks.check_access(kernel, op, address, None, 1, element)
-        failure = "monotonic" if ordering in ("release", "monotonic") else "acquire"
 
         def exchange() -> ir.Value:
-            pair = kernel.b.cmpxchg(kernel.b.inttoptr(address, lt.PTR), expected, value, ordering, failure)
-            return kernel.b.extract_value(pair, 0)
+            pair = kernel.b.cmpxchg(kernel.b.inttoptr(address, lt.PTR), _bits(kernel, expected),
+                                    _bits(kernel, value), ordering, _failure_ordering(ordering))
+            old = kernel.b.extract_value(pair, 0)
+            return old if old.type == element else kernel.b.bitcast(old, element)
 
         return _guarded(kernel, checked, element, exchange)
 
     _atomic_elementwise(kernel, op, emit)
-

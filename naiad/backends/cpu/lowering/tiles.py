@@ -137,6 +137,25 @@ class ChunkEmitter:
             return self.b.icmp_unsigned("!=", value, self.kernel.ctx(lanes).const(lt.I8, 0))
         return value
 
+    def load_lanes(self, buffer: Buffer, indices: ir.Value, lanes: int) -> ir.Value:
+        """The elements of ``buffer`` at the (vector of) linear ``indices``: a gather."""
+        if lanes == 1:
+            return self.load_chunk(buffer, indices, 1)
+        element = buffer_element(buffer.mlir_type)
+        vec = lt.vector(element, lanes)
+        i64 = lt.vector(lt.I64, lanes)
+        ctx = self.kernel.ctx(lanes)
+        offsets = self.b.mul(self.b.sext(indices, i64), ctx.const(lt.I64, lt.byte_size(element)))
+        base = ctx.splat(self.b.ptrtoint(buffer.ptr, lt.I64))
+        pointers = self.b.inttoptr(self.b.add(base, offsets), lt.vector(lt.PTR, lanes))
+        fn = lt.intrinsic(self.kernel.llmod, "masked.gather", [vec, pointers.type], vec,
+                          [pointers.type, lt.I32, lt.vector(lt.I1, lanes), vec])
+        value = self.b.call(fn, [pointers, ir.Constant(lt.I32, lt.byte_size(element)),
+                                 ctx.const(lt.I1, 1), ir.Constant(vec, ir.Undefined)])
+        if element != lt.scalar(buffer.mlir_type):        # booleans are kept as bytes
+            return self.b.icmp_unsigned("!=", value, ctx.const(lt.I8, 0))
+        return value
+
     def store_chunk(self, buffer: Buffer, index: ir.Value, value: ir.Value) -> None:
         element = buffer_element(buffer.mlir_type)
         if element != lt.scalar(buffer.mlir_type):
@@ -188,11 +207,8 @@ class ChunkEmitter:
 def _constant(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
     value = op.value
     t = op.results[0].type
-    if isinstance(value, DenseIntOrFPElementsAttr):
-        values = value.get_values()
-        if len(set(values)) != 1:
-            raise NotImplementedError("non-splat dense constants are not supported on the CPU yet")
-        scalar = values[0]
+    if isinstance(value, DenseIntOrFPElementsAttr):      # a splat (others are buffers)
+        scalar = value.get_values()[0]
     else:
         scalar = value.value.data
     return em.kernel.ctx(lanes).splat(em.kernel.scalar_constant(scalar, lt.element(t)))
