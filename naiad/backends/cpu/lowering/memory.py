@@ -93,7 +93,10 @@ def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
         else:
             fn = lt.intrinsic(kernel.llmod, "masked.load", [vec, lt.PTR], vec,
                               [lt.PTR, lt.I32, mask.type, vec])
-            loaded = b.call(fn, [first, align, mask, passthru])
+            loaded = _unless_all_active(
+                kernel, mask, vec,
+                lambda: b.load(first, typ=vec, align=lt.byte_size(element)),
+                lambda: b.call(fn, [first, align, mask, passthru]))
     else:
         ptrs = _pointers(kernel, addresses, lanes)
         mask = mask if mask is not None else kernel.ctx(lanes).const(lt.I1, 1)
@@ -101,6 +104,36 @@ def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
                           [ptrs.type, lt.I32, mask.type, vec])
         loaded = b.call(fn, [ptrs, align, mask, passthru])
     return _from_memory(kernel, loaded, value_type, lanes)
+
+
+def _unless_all_active(kernel: Any, mask: ir.Value, result_type: ir.Type | None,
+                       plain: Any, masked: Any) -> ir.Value | None:
+    """``plain()`` when every lane of ``mask`` is on, else ``masked()``.
+
+    Masked vector loads and stores are slow on many CPUs (on AMD Zen a masked store costs
+    several times a plain one), and in typical kernels only the last chunk of the last
+    program is partial; the branch is almost always taken the same way.
+    """
+    b = kernel.b
+    every = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1, [mask.type]),
+                   [mask])
+    fast, slow, merge = (b.append_basic_block(f"mask.{n}") for n in ("all", "some", "merge"))
+    b.cbranch(every, fast, slow)
+    b.position_at_end(fast)
+    fast_value = plain()
+    fast_end = b.block
+    b.branch(merge)
+    b.position_at_end(slow)
+    slow_value = masked()
+    slow_end = b.block
+    b.branch(merge)
+    b.position_at_end(merge)
+    if result_type is None:
+        return None
+    phi = b.phi(result_type)
+    phi.add_incoming(fast_value, fast_end)
+    phi.add_incoming(slow_value, slow_end)
+    return phi
 
 
 def _scalar_load(kernel: Any, address: ir.Value, mask: ir.Value | None, passthru: ir.Value,
@@ -161,7 +194,9 @@ def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask
             return
         fn = lt.intrinsic(kernel.llmod, "masked.store", [value.type, lt.PTR], lt.VOID,
                           [value.type, lt.PTR, lt.I32, mask.type])
-        b.call(fn, [value, first, align, mask])
+        _unless_all_active(kernel, mask, None,
+                           lambda: b.store(value, first, align=lt.byte_size(element)),
+                           lambda: b.call(fn, [value, first, align, mask]))
         return
     ptrs = _pointers(kernel, addresses, lanes)
     mask = mask if mask is not None else kernel.ctx(lanes).const(lt.I1, 1)
