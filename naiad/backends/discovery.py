@@ -221,6 +221,8 @@ class Registry(Mapping):
 
     def refresh(self) -> None:
         with self._lock:
+            #: Bumped whenever what is known about backends is forgotten (selection caches on it).
+            self.generation = getattr(self, "generation", 0) + 1
             self._sources: dict[str, BackendSource] | None = None
             self._listing_failures: list[BackendFailure] = []
             self._loaded: dict[str, Backend] = {}

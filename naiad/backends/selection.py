@@ -148,14 +148,30 @@ def _active_for(device: str) -> list[Backend]:
     return found
 
 
+_selected: dict[tuple, Backend] = {}
+
+
 def select(args: Iterable[Any] = ()) -> Backend:
-    """The backend to launch a kernel with these arguments on (rules in the module docstring)."""
+    """The backend to launch a kernel with these arguments on (rules in the module docstring).
+
+    Remembered per (explicit choice, device types, discovery state), so that launches after the
+    first cost a dictionary lookup.
+    """
+    devices = tuple(sorted({d for d in map(device_type_of, args) if d is not None}))
+    key = (_choice, knobs.backends.default, devices, registry.generation, knobs.backends.in_tree,
+           tuple(knobs.backends.plugin_dirs))
+    backend = _selected.get(key)
+    if backend is None:
+        backend = _selected[key] = _select(devices)
+    return backend
+
+
+def _select(devices: tuple[str, ...]) -> Backend:
     if _choice is not None:
         return _require(_choice, f"the backend chosen with naiad.set_backend({_choice!r})")
     default = knobs.backends.default
     if default:
         return _require(default, f"NAIAD_DEFAULT_BACKEND={default}")
-    devices = sorted({d for d in map(device_type_of, args) if d is not None})
     if len(devices) > 1:
         raise _error(f"the kernel's arguments live on different devices ({', '.join(devices)}) -- "
                      f"fix: move them to one device")

@@ -116,6 +116,29 @@ def data_pointer(arg: Any) -> int | None:
     return int(view.ctypes.data) if view is not None else None
 
 
+_ARRAY_TYPES: dict[Any, str] = {}
+
+
+def _array_type_string(value: Any) -> str:
+    """The Triton type string of an array's elements ("fp32"), remembered per dtype object."""
+    from naiad.language import dtypes
+
+    dtype = getattr(value, "dtype", None)
+    try:
+        cached = _ARRAY_TYPES.get(dtype) if dtype is not None else None
+    except TypeError:             # an unhashable dtype object: do not remember it
+        dtype, cached = None, None
+    if cached is not None:
+        return cached
+    name = array_dtype_name(value)
+    ty = dtypes.from_torch_dtype_name(name) if name else None
+    if ty is None:
+        raise LaunchError(f"arrays of dtype {name} cannot be passed to kernels")
+    if dtype is not None:
+        _ARRAY_TYPES[dtype] = ty
+    return ty
+
+
 def specialize(value: Any, *, specialize_value: bool = True, align: bool = True) -> tuple[Any, Any]:
     """Triton's per-argument specialization: ``(type string, key)``.
 
@@ -152,10 +175,7 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         return tuple(t for t, _ in pairs), tuple(k for _, k in pairs)
     pointer = data_pointer(value)
     if pointer is not None:
-        name = array_dtype_name(value)
-        ty = dtypes.from_torch_dtype_name(name) if name else None
-        if ty is None:
-            raise LaunchError(f"arrays of dtype {name} cannot be passed to kernels")
+        ty = _array_type_string(value)
         key = ("D" if align and pointer % 16 == 0 else "") if specialize_value else None
         return "*" + ty, key
     raise LaunchError(f"cannot pass an object of type {type(value).__name__} to a kernel "
@@ -206,6 +226,7 @@ class JITFunction:
                         i in no_spec or p.name in no_spec, i in no_align or p.name in no_align)
             for i, p in enumerate(signature.parameters.values())]
         self.arg_names = [p.name for p in self.params]
+        self._param_index = {name: i for i, name in enumerate(self.arg_names)}
         self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
         self._cache_key: tuple | None = None
         self._references: list[tuple[str, ...]] | None = None
@@ -249,12 +270,18 @@ class JITFunction:
         return self._cache_key[1]
 
     def referenced_globals(self) -> list[tuple[str, ...]]:
-        """Global names and attribute chains (``mod.helper``) the source mentions (parsed once)."""
+        """Global names and attribute chains (``mod.helper``) the source mentions that can change
+        what it compiles to (parsed once).  Chains into Naiad's own modules (``tl.sum``) are left
+        out: they are covered by Naiad's version, and skipping them keeps launches cheap."""
         if self._references is None:
+            tree = self.parse()
+            local = set(self.arg_names) | {n.id for n in ast.walk(tree)
+                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             chains = set()
-            for node in ast.walk(self.parse()):
+            for node in ast.walk(tree):
                 chain = _attribute_chain(node)
-                if chain is not None:
+                if chain is not None and chain[0] not in local and \
+                        not _is_naiad_module(self.__globals__.get(chain[0])):
                     chains.add(chain)
             self._references = sorted(chains)
         return self._references
@@ -264,18 +291,32 @@ class JITFunction:
         """Match a launch's arguments to parameters: (bound arguments in order, other keywords).
 
         Keywords that are not parameters (num_warps, ...) are returned separately for the
-        backend's options.
+        backend's options.  (A direct loop: ``inspect.Signature.bind`` costs tens of
+        microseconds per launch.)
         """
-        names = set(self.arg_names)
-        params_kw = {k: v for k, v in kwargs.items() if k in names}
-        options = {k: v for k, v in kwargs.items() if k not in names}
-        try:
-            bound = self.signature.bind(*args, **params_kw)
-        except TypeError as e:
-            raise LaunchError(f"{self.__name__}{self.signature}: {e} -- fix: pass every parameter "
-                              f"without a default, positionally or by name") from None
-        bound.apply_defaults()
-        return dict(bound.arguments), options
+        if len(args) > len(self.params):
+            raise LaunchError(f"{self.__name__} takes {len(self.params)} arguments but "
+                              f"{len(args)} were given -- fix: pass one value per parameter")
+        bound = dict(zip(self.arg_names, args))
+        options = {}
+        for name, value in kwargs.items():
+            if name not in self._param_index:
+                options[name] = value
+            elif name in bound:
+                raise LaunchError(f"{self.__name__} got two values for parameter {name!r}")
+            else:
+                bound[name] = value
+        if len(bound) < len(self.params):
+            for p in self.params[len(args):]:
+                if p.name in bound:
+                    continue
+                if not p.has_default:
+                    raise LaunchError(f"{self.__name__}: missing a value for parameter {p.name!r} -- "
+                                      f"fix: pass every parameter without a default, positionally "
+                                      f"or by name")
+                bound[p.name] = p.default
+            bound = {name: bound[name] for name in self.arg_names}
+        return bound, options
 
     def specialization(self, bound: dict[str, Any]) -> list[tuple[Any, Any]]:
         """(type string, key) for each parameter, in order.
@@ -361,6 +402,11 @@ def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:
     if not isinstance(node, ast.Name):
         return None
     return (node.id, *reversed(names))
+
+
+def _is_naiad_module(value: Any) -> bool:
+    return type(value).__name__ == "module" and (value.__name__ == "naiad" or
+                                                 value.__name__.startswith("naiad."))
 
 
 def _resolve(fn: JITFunction, chain: tuple[str, ...]) -> Any:

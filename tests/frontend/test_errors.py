@@ -691,13 +691,19 @@ def two_params(X, n, BLOCK: tl.constexpr):
 
 
 def test_missing_argument_names_the_parameter():
-    with pytest.raises(LaunchError, match=r"missing a required argument: 'n'.*fix: pass every"):
+    with pytest.raises(LaunchError, match=r"two_params: missing a value for parameter 'n' -- fix: "
+                                          r"pass every"):
         ttir_for(two_params, F32, BLOCK=4)
 
 
 def test_too_many_arguments():
-    with pytest.raises(LaunchError, match=r"two_params\(X, n, BLOCK: .*too many positional"):
+    with pytest.raises(LaunchError, match=r"two_params takes 3 arguments but 4 were given"):
         ttir_for(two_params, F32, 1, 2, 3)
+
+
+def test_a_parameter_given_twice():
+    with pytest.raises(LaunchError, match=r"two_params got two values for parameter 'n'"):
+        ttir_for(two_params, F32, 1, n=2, BLOCK=4)
 
 
 def test_unsupported_argument_type_names_the_parameter():
