@@ -28,6 +28,7 @@ from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul,
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
                                                buffer_element, numel)
 from naiad.codegen import elementwise, llvm_types as lt
+from naiad.compiler.errors import error_at
 from naiad.ir import arith, tt
 
 ARG_SLOT = 8
@@ -253,15 +254,21 @@ class KernelLowering:
             self.lower_op(op)
 
     def lower_op(self, op: Any) -> None:
-        if _has_effects(op):
-            self._materialize_pending_loads(op)
-        handler = _HANDLERS.get(type(op))
-        if handler is not None:
-            handler(self, op)
-        elif isinstance(op, ELEMENTWISE) or isinstance(op, tuple(_LAZY_SHAPE_OPS)):
-            self._lower_value_op(op)
-        else:
-            raise NotImplementedError(f"the CPU backend cannot lower {op.name} yet")
+        """Lower one op.  What the CPU backend cannot do yet becomes a `CompilationError` at
+        the op's source line (not an internal error): the user can work around it there."""
+        try:
+            if _has_effects(op):
+                self._materialize_pending_loads(op)
+            handler = _HANDLERS.get(type(op))
+            if handler is not None:
+                handler(self, op)
+            elif isinstance(op, ELEMENTWISE) or isinstance(op, tuple(_LAZY_SHAPE_OPS)):
+                self._lower_value_op(op)
+            else:
+                raise NotImplementedError(f"the CPU backend cannot lower {op.name} yet")
+        except NotImplementedError as e:
+            raise error_at(self.func_op.sym_name.data, op.location,
+                           f"not supported by the CPU backend: {e}") from None
 
     def _lower_value_op(self, op: Any) -> None:
         result = op.results[0]
