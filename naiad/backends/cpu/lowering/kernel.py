@@ -222,30 +222,46 @@ class KernelLowering:
         lanes = self.chunk_lanes(count)
         self.counted_loop(count // lanes, lambda i: body(self.b.mul(i, ir.Constant(lt.I32, lanes)), lanes))
 
-    def counted_loop(self, trips: int, body: Callable[[ir.Value], None],
-                     start: ir.Value | None = None) -> None:
+    def counted_loop(self, trips: int, body: Callable[[ir.Value], None]) -> None:
         """``for i in range(trips): body(i)`` as an LLVM loop (inline when it runs once)."""
-        if trips == 1 and start is None:
-            self.chunks.reset_cache()
+        if trips == 1:
+            saved = self.chunks.set_aside()
             body(ir.Constant(lt.I32, 0))
-            self.chunks.reset_cache()
+            self.chunks.restore(saved)
             return
-        fn = self.b.function
-        pre = self.b.block
-        header, loop, done = fn.append_basic_block("loop.header"), fn.append_basic_block("loop.body"), \
-            fn.append_basic_block("loop.done")
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        i = self.b.phi(lt.I32)
-        i.add_incoming(start or ir.Constant(lt.I32, 0), pre)
-        self.b.cbranch(self.b.icmp_signed("<", i, ir.Constant(lt.I32, trips)), loop, done)
-        self.b.position_at_end(loop)
-        self.chunks.reset_cache()
-        body(i)
-        self.chunks.reset_cache()
-        i.add_incoming(self.b.add(i, ir.Constant(lt.I32, 1)), self.b.block)
-        self.b.branch(header)
-        self.b.position_at_end(done)
+        self.carried_loop(0, trips, 1, [], lambda i, values: (body(i), values)[1])
+
+    def carried_loop(self, start: int, end: int, step: int, values: list[ir.Value],
+                     body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+        """``for k in range(start, end, step): values = body(k, values)`` as an LLVM loop whose
+        carried values are phis; returns the values after the loop.
+
+        Chunks evaluated before the loop may be reused inside it (they dominate the body);
+        chunks evaluated inside are forgotten after it (they do not dominate what follows).
+        """
+        b = self.b
+        pre = b.block
+        header, loop, done = (b.append_basic_block(f"loop.{n}") for n in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        k = b.phi(lt.I32)
+        k.add_incoming(ir.Constant(lt.I32, start), pre)
+        phis = []
+        for value in values:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, pre)
+            phis.append(phi)
+        b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, end)), loop, done)
+        b.position_at_end(loop)
+        saved = self.chunks.set_aside()
+        updated = body(k, list(phis))
+        self.chunks.restore(saved)
+        for phi, value in zip(phis, updated):
+            phi.add_incoming(value, b.block)
+        k.add_incoming(b.add(k, ir.Constant(lt.I32, step)), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        return list(phis)
 
     # -- ops ---------------------------------------------------------------------------------------
     def lower_block(self, block: Block) -> None:

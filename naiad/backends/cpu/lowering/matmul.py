@@ -13,15 +13,71 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.backends.cpu.lowering.tiles import Buffer, shape_of
+from naiad.backends.cpu.lowering import memory
+from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
+from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, lane_stride, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt
+from naiad.ir import tt
 
 MR = 4
 
 
 def _operand_buffer(kernel: Any, value: Any) -> Buffer:
+    """A dot operand, in a buffer.
+
+    A load whose pointers the static analysis cannot prove consecutive is checked at run time,
+    chunk by chunk: the operands of a matmul are nearly always rows of consecutive elements,
+    but pointers that were materialized (a loop-invariant pointer tensor used in a loop), or
+    computed with ``% N`` (Triton's tutorial matmul), hide it, and a gather costs several
+    times a vector load."""
     held = kernel.lookup(value)
-    return held if isinstance(held, Buffer) else kernel.materialize(value)
+    if isinstance(held, Buffer):
+        return held
+    if not _needs_check(kernel, held):
+        return kernel.materialize(value)
+    target = kernel.buffer(value.type)
+    kernel.for_each_chunk(value.type, lambda index, lanes: kernel.chunks.store_chunk(
+        target, index, _checked_load(kernel, held.op, index, lanes)))
+    kernel.env[value] = target
+    return target
+
+
+def _needs_check(kernel: Any, held: Lazy) -> bool:
+    op = held.op
+    if not isinstance(op, tt.LoadOp) or is_block_pointer(op.ptr):
+        return False
+    lanes = kernel.chunk_lanes(numel(op.ptr.type))
+    size = lt.byte_size(memory.memory_type(op.results[0].type))
+    return lanes > 1 and lane_stride(kernel, op.ptr, lanes) != size
+
+
+def _checked_load(kernel: Any, op: Any, index: ir.Value, lanes: int) -> ir.Value:
+    """The chunk of load ``op`` at ``index``: a vector load when its pointers turn out to be
+    consecutive, else a gather."""
+    def at(value: Any) -> ir.Value:
+        return kernel.chunks.value_at(value, index, lanes)
+
+    b, ctx = kernel.b, kernel.ctx(lanes)
+    element = memory.memory_type(op.results[0].type)
+    addresses = at(op.ptr)
+    mask = at(op.mask) if op.mask is not None else None
+    passthru = at(op.other) if op.other is not None else ctx.const(element, 0)
+    first = ctx.splat(b.extract_element(addresses, ir.Constant(lt.I32, 0)))
+    ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * lt.byte_size(element) for k in range(lanes)])
+    equal = b.icmp_unsigned("==", addresses, b.add(first, ramp))
+    consecutive = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
+                                      [equal.type]), [equal])
+    with b.if_else(consecutive) as (then, otherwise):
+        with then:
+            vector = memory.emit_load(kernel, op, addresses, mask, passthru, lanes, True)
+            vector_end = b.block
+        with otherwise:
+            gathered = memory.emit_load(kernel, op, addresses, mask, passthru, lanes, False)
+            gather_end = b.block
+    loaded = b.phi(vector.type)
+    loaded.add_incoming(vector, vector_end)
+    loaded.add_incoming(gathered, gather_end)
+    return loaded
 
 
 def lower_dot(kernel: Any, op: Any) -> None:

@@ -123,35 +123,15 @@ def lower_reduce(kernel: Any, op: Any) -> None:
 def _accumulate(kernel: Any, region: Any, inputs: list, acc: list[ir.Value], index_of: Any,
                 step: int, lanes: int, n: int) -> list[ir.Value]:
     """Fold positions ``step, 2*step, .. < n`` along the axis into ``acc`` with a loop."""
-    trips = n // step - 1
-    if trips <= 0:
+    if n <= step:
         return acc
-    b = kernel.b
-    pre = b.block
-    header, body, done = (b.append_basic_block(f"reduce.{name}") for name in ("header", "body", "done"))
-    b.branch(header)
-    b.position_at_end(header)
-    k = b.phi(lt.I32)
-    k.add_incoming(ir.Constant(lt.I32, step), pre)
-    phis = []
-    for value in acc:
-        phi = b.phi(value.type)
-        phi.add_incoming(value, pre)
-        phis.append(phi)
-    b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, n)), body, done)
-    b.position_at_end(body)
-    saved_cache = dict(kernel.chunks._cache)
-    kernel.chunks.reset_cache()
-    index = index_of(k)
-    nxt = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
-    combined = apply_region(kernel, region, list(phis) + nxt, lanes)
-    kernel.chunks._cache = saved_cache
-    for phi, value in zip(phis, combined):
-        phi.add_incoming(value, b.block)
-    k.add_incoming(b.add(k, ir.Constant(lt.I32, step)), b.block)
-    b.branch(header)
-    b.position_at_end(done)
-    return list(phis)
+
+    def fold(k: ir.Value, current: list[ir.Value]) -> list[ir.Value]:
+        index = index_of(k)
+        following = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
+        return apply_region(kernel, region, current + following, lanes)
+
+    return kernel.carried_loop(step, n, step, acc, fold)
 
 
 def lower_scan(kernel: Any, op: Any) -> None:
@@ -186,33 +166,15 @@ def lower_scan(kernel: Any, op: Any) -> None:
 
 def _scan_loop(kernel: Any, region: Any, inputs: list, targets: list[Buffer], acc: list[ir.Value],
                first: ir.Value, step: int, n: int, lanes: int, reverse: bool) -> None:
-    if n == 1:
-        return
-    b = kernel.b
-    pre = b.block
-    header, body, done = (b.append_basic_block(f"scan.{name}") for name in ("header", "body", "done"))
-    b.branch(header)
-    b.position_at_end(header)
-    k = b.phi(lt.I32)
-    k.add_incoming(ir.Constant(lt.I32, 1), pre)
-    phis = []
-    for value in acc:
-        phi = b.phi(value.type)
-        phi.add_incoming(value, pre)
-        phis.append(phi)
-    b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, n)), body, done)
-    b.position_at_end(body)
-    saved_cache = dict(kernel.chunks._cache)
-    kernel.chunks.reset_cache()
-    offset = b.mul(k, ir.Constant(lt.I32, step))
-    index = b.sub(first, offset) if reverse else b.add(first, offset)
-    nxt = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
-    combined = apply_region(kernel, region, list(phis) + nxt, lanes)
-    for target, value in zip(targets, combined):
-        kernel.chunks.store_chunk(target, index, value)
-    kernel.chunks._cache = saved_cache
-    for phi, value in zip(phis, combined):
-        phi.add_incoming(value, b.block)
-    k.add_incoming(b.add(k, ir.Constant(lt.I32, 1)), b.block)
-    b.branch(header)
-    b.position_at_end(done)
+    """Positions 1 .. n-1 along the axis: combine with the running value and store it."""
+    def advance(k: ir.Value, current: list[ir.Value]) -> list[ir.Value]:
+        offset = kernel.b.mul(k, ir.Constant(lt.I32, step))
+        index = kernel.b.sub(first, offset) if reverse else kernel.b.add(first, offset)
+        following = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
+        combined = apply_region(kernel, region, current + following, lanes)
+        for target, value in zip(targets, combined):
+            kernel.chunks.store_chunk(target, index, value)
+        return combined
+
+    if n > 1:
+        kernel.carried_loop(1, n, 1, acc, advance)

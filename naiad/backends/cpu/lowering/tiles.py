@@ -97,8 +97,18 @@ class ChunkEmitter:
         return self.kernel.b
 
     def reset_cache(self) -> None:
-        """Forget evaluated chunks: a new loop starts, and values of the last one do not dominate it."""
+        """Forget evaluated chunks: a new block starts that the old values do not dominate."""
         self._cache.clear()
+
+    def set_aside(self) -> dict:
+        """Start a loop body: keep what was evaluated before (it dominates the body)."""
+        saved = self._cache
+        self._cache = dict(saved)
+        return saved
+
+    def restore(self, saved: dict) -> None:
+        """Leave a loop body: only what was evaluated before it is still usable."""
+        self._cache = saved
 
     # -- entry points ---------------------------------------------------------------------
     def value_at(self, value: SSAValue, index: ir.Value, lanes: int) -> ir.Value:
