@@ -156,33 +156,32 @@ def _with_indices(input, axis, combine_fn, keep_dims):
 
 
 @jit
-def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+def _extreme(input, axis, return_indices, tie_break_left, keep_dims, combine: core.constexpr,
+             with_left: core.constexpr, with_fast: core.constexpr):
+    """tl.max and tl.min: the reduction, or (value, index) pairs with Triton's tie-breaking."""
     input = _promote_bf16(input)
     if return_indices:
-        if return_indices_tie_break_left:
-            return _with_indices(input, axis, _argmax_left, keep_dims)
+        if tie_break_left:
+            return _with_indices(input, axis, with_left, keep_dims)
         else:
-            return _with_indices(input, axis, _argmax_fast, keep_dims)
+            return _with_indices(input, axis, with_fast, keep_dims)
     else:
         wide: core.constexpr = _widen_for_minmax(input.dtype)
         if wide is not None:
             input = input.to(wide)
-        return core.reduce(input, axis, _maximum, keep_dims=keep_dims)
+        return core.reduce(input, axis, combine, keep_dims=keep_dims)
+
+
+@jit
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    return _extreme(input, axis, return_indices, return_indices_tie_break_left, keep_dims,
+                    _maximum, _argmax_left, _argmax_fast)
 
 
 @jit
 def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
-    input = _promote_bf16(input)
-    if return_indices:
-        if return_indices_tie_break_left:
-            return _with_indices(input, axis, _argmin_left, keep_dims)
-        else:
-            return _with_indices(input, axis, _argmin_fast, keep_dims)
-    else:
-        wide: core.constexpr = _widen_for_minmax(input.dtype)
-        if wide is not None:
-            input = input.to(wide)
-        return core.reduce(input, axis, _minimum, keep_dims=keep_dims)
+    return _extreme(input, axis, return_indices, return_indices_tie_break_left, keep_dims,
+                    _minimum, _argmin_left, _argmin_fast)
 
 
 @jit
