@@ -263,6 +263,28 @@ class KernelLowering:
         b.position_at_end(done)
         return list(phis)
 
+    def choose(self, condition: ir.Value, then: Callable[[], Any], otherwise: Callable[[], Any],
+               result_type: ir.Type | None) -> ir.Value | None:
+        """``then()`` if ``condition`` else ``otherwise()``, each in its own block, merged with a
+        phi of ``result_type`` (None: only the effects matter)."""
+        b = self.b
+        yes, no, merge = (b.append_basic_block(f"choose.{n}") for n in ("then", "else", "merge"))
+        b.cbranch(condition, yes, no)
+        ends = []
+        for block, emit in ((yes, then), (no, otherwise)):
+            b.position_at_end(block)
+            saved = self.chunks.set_aside()
+            ends.append((emit(), b.block))
+            self.chunks.restore(saved)
+            b.branch(merge)
+        b.position_at_end(merge)
+        if result_type is None:
+            return None
+        phi = b.phi(result_type)
+        for value, block in ends:
+            phi.add_incoming(value, block)
+        return phi
+
     # -- ops ---------------------------------------------------------------------------------------
     def lower_block(self, block: Block) -> None:
         for position, op in enumerate(list(block.ops)):

@@ -51,6 +51,22 @@ def _needs_check(kernel: Any, held: Lazy) -> bool:
     return lanes > 1 and lane_stride(kernel, op.ptr, lanes) != size
 
 
+def _next_trip(kernel, op):
+    from xdsl.dialects import scf
+    from naiad.ir import arith
+    ptr = op.ptr.owner
+    if not isinstance(ptr, tt.AddPtrOp) or not isinstance(ptr.offset.owner, tt.SplatOp):
+        return None
+    acc = ptr.offset.owner.src
+    block = getattr(acc, "block", None)
+    if block is None or not isinstance(block.parent_op(), scf.ForOp):
+        return None
+    nxt = block.last_op.operands[acc.index - 1].owner
+    if not isinstance(nxt, arith.AddiOp) or nxt.lhs is not acc:
+        return None
+    return kernel.scalar(nxt.rhs)
+
+
 def _checked_load(kernel: Any, op: Any, index: ir.Value, lanes: int) -> ir.Value:
     """The chunk of load ``op`` at ``index``: a vector load when its pointers turn out to be
     consecutive, else a gather."""
@@ -62,7 +78,14 @@ def _checked_load(kernel: Any, op: Any, index: ir.Value, lanes: int) -> ir.Value
     addresses = at(op.ptr)
     mask = at(op.mask) if op.mask is not None else None
     passthru = at(op.other) if op.other is not None else ctx.const(element, 0)
-    first = ctx.splat(b.extract_element(addresses, ir.Constant(lt.I32, 0)))
+    first_scalar = b.extract_element(addresses, ir.Constant(lt.I32, 0))
+    first = ctx.splat(first_scalar)
+    stride = _next_trip(kernel, op)
+    import os
+    if stride is not None and os.environ.get('PF', '1') == '1':
+        ahead = b.add(first_scalar, b.mul(b.sext(stride, lt.I64) if stride.type != lt.I64 else stride, ir.Constant(lt.I64, lt.byte_size(element))))
+        pf = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID, [lt.PTR, lt.I32, lt.I32, lt.I32])
+        b.call(pf, [b.inttoptr(ahead, lt.PTR), ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3), ir.Constant(lt.I32, 1)])
     ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * lt.byte_size(element) for k in range(lanes)])
     equal = b.icmp_unsigned("==", addresses, b.add(first, ramp))
     consecutive = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,

@@ -114,44 +114,17 @@ def _unless_all_active(kernel: Any, mask: ir.Value, result_type: ir.Type | None,
     several times a plain one), and in typical kernels only the last chunk of the last
     program is partial; the branch is almost always taken the same way.
     """
-    b = kernel.b
-    every = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1, [mask.type]),
-                   [mask])
-    fast, slow, merge = (b.append_basic_block(f"mask.{n}") for n in ("all", "some", "merge"))
-    b.cbranch(every, fast, slow)
-    b.position_at_end(fast)
-    fast_value = plain()
-    fast_end = b.block
-    b.branch(merge)
-    b.position_at_end(slow)
-    slow_value = masked()
-    slow_end = b.block
-    b.branch(merge)
-    b.position_at_end(merge)
-    if result_type is None:
-        return None
-    phi = b.phi(result_type)
-    phi.add_incoming(fast_value, fast_end)
-    phi.add_incoming(slow_value, slow_end)
-    return phi
+    every = kernel.b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1,
+                                       [mask.type]), [mask])
+    return kernel.choose(every, plain, masked, result_type)
 
 
 def _scalar_load(kernel: Any, address: ir.Value, mask: ir.Value | None, passthru: ir.Value,
                  element: ir.Type) -> ir.Value:
-    b = kernel.b
-    if mask is None:
-        return b.load(b.inttoptr(address, lt.PTR), typ=element, align=lt.byte_size(element))
-    pre = b.block
-    then, merge = b.append_basic_block("load.then"), b.append_basic_block("load.merge")
-    b.cbranch(mask, then, merge)
-    b.position_at_end(then)
-    loaded = b.load(b.inttoptr(address, lt.PTR), typ=element, align=lt.byte_size(element))
-    b.branch(merge)
-    b.position_at_end(merge)
-    phi = b.phi(element)
-    phi.add_incoming(loaded, then)
-    phi.add_incoming(passthru, pre)
-    return phi
+    def load() -> ir.Value:
+        return kernel.b.load(kernel.b.inttoptr(address, lt.PTR), typ=element, align=lt.byte_size(element))
+
+    return load() if mask is None else kernel.choose(mask, load, lambda: passthru, element)
 
 
 # -- stores --------------------------------------------------------------------------------------
@@ -234,21 +207,10 @@ def _atomic_elementwise(kernel: Any, op: Any, emit: Any) -> None:
 
 def _guarded(kernel: Any, mask: ir.Value | None, element: ir.Type, body: Any) -> ir.Value:
     """``body()`` when ``mask`` is true (or absent), else zero."""
-    b = kernel.b
     if mask is None:
         return body()
-    pre = b.block
-    then, merge = b.append_basic_block("atomic.then"), b.append_basic_block("atomic.merge")
-    b.cbranch(mask, then, merge)
-    b.position_at_end(then)
-    value = body()
-    then_end = b.block
-    b.branch(merge)
-    b.position_at_end(merge)
-    phi = b.phi(element)
-    phi.add_incoming(value, then_end)
-    phi.add_incoming(ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0), pre)
-    return phi
+    zero = ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
+    return kernel.choose(mask, body, lambda: zero, element)
 
 
 def lower_atomic_rmw(kernel: Any, op: Any) -> None:
