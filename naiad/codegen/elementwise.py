@@ -2,9 +2,10 @@
 
 A rule receives the LLVM values of the op's operands (all scalars, or all vectors of the same
 lane count: a CPU chunk, or a GPU thread's elements) in *compute* types and returns the result
-in the compute type.  Compute types equal storage types except bf16, which is stored as ``i16``
-and computed in ``float`` (`to_compute` / `to_storage` convert at the boundary), so every
-floating-point rule is written once.
+in the compute type.  Compute types equal storage types except bf16 and fp8, which are stored
+as ``i16`` / ``i8`` and computed in ``float`` (`to_compute` / `to_storage` convert at the
+boundary), so every floating-point rule is written once; rules that only move bits (select,
+bitcast) see the storage forms.
 
 Rules are looked up by op class in `RULES` (``@rule(OpClass)`` registers one), the way JAX's
 Pallas registers lowering rules per primitive.  Anything target-specific (the math library
@@ -24,6 +25,11 @@ from naiad.ir import arith, tt
 RULES: dict[type, Callable[..., ir.Value]] = {}
 #: Ops whose rule returns the result in storage form already (it chooses the rounding itself).
 STORAGE_RESULT: set[type] = set()
+#: Ops that move bits without computing: their rule takes the operands in storage form and
+#: returns the result in storage form, so no conversion can change the bits (a round trip
+#: through ``float`` would turn an fp8 infinity into the largest finite value, and NaNs into
+#: the canonical NaN).
+STORAGE_OPERANDS: set[type] = set()
 
 
 class Lowering:
@@ -65,12 +71,15 @@ class Lowering:
         return self.b.call(fn, args)
 
 
-def rule(*op_classes: type, storage_result: bool = False) -> Callable:
+def rule(*op_classes: type, storage_result: bool = False,
+         storage_operands: bool = False) -> Callable:
     def register(fn: Callable) -> Callable:
         for cls in op_classes:
             RULES[cls] = fn
             if storage_result:
                 STORAGE_RESULT.add(cls)
+            if storage_operands:
+                STORAGE_OPERANDS.add(cls)
         return fn
     return register
 
@@ -81,6 +90,8 @@ def lower(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
         fn = RULES[type(op)]
     except KeyError:
         raise NotImplementedError(f"no lowering rule for {op.name}") from None
+    if type(op) in STORAGE_OPERANDS:
+        return fn(ctx, op, args)
     computed = [to_compute(ctx, a, v.type) for a, v in zip(args, op.operands)]
     result = fn(ctx, op, computed)
     if type(op) in STORAGE_RESULT:
@@ -238,7 +249,7 @@ def _cmpf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return ctx.b.fcmp_unordered(_FCMP_UNORDERED[name], args[0], args[1])
 
 
-@rule(arith.SelectOp)
+@rule(arith.SelectOp, storage_operands=True)
 def _select(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     cond = args[0]
     if lt.lanes_of(cond.type) != lt.lanes_of(args[1].type):
@@ -348,16 +359,10 @@ rule(arith.FPToSIOp)(_float_to_int("fptosi.sat"))
 rule(arith.FPToUIOp)(_float_to_int("fptoui.sat"))
 
 
-@rule(tt.BitcastOp, arith.BitcastOp)
+@rule(tt.BitcastOp, arith.BitcastOp, storage_operands=True)
 def _bitcast(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    src, dst = op.operands[0].type, op.results[0].type
-    if lt.is_bf16(src) or lt.is_fp8(src):     # compute form is float: back to the bits
-        value = to_storage(ctx, args[0], src)
-    else:
-        value = args[0]
-    target = lt.vector(lt.scalar(dst), ctx.lanes)
-    bits = value if value.type == target else ctx.b.bitcast(value, target)
-    return to_compute(ctx, bits, dst)
+    target = lt.vector(lt.scalar(op.results[0].type), ctx.lanes)
+    return args[0] if args[0].type == target else ctx.b.bitcast(args[0], target)
 
 
 @rule(tt.PtrToIntOp, tt.IntToPtrOp)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
-from naiad.codegen import llvm_types as lt
+from naiad.codegen import fp8, llvm_types as lt
 
 #: C math function (fp32 spelling without the trailing "f") -> LLVM intrinsic.
 INTRINSICS = {
@@ -144,12 +144,12 @@ class TargetHooks:
         return result
 
     def fp8_to_f32(self, ctx: Any, value: ir.Value, fp8_type: Any) -> ir.Value:
-        raise NotImplementedError(f"fp8 ({fp8_type}) values are not supported on the {self.name} "
-                                  f"backend yet -- fix: convert to float16 or float32 first")
+        """fp8 bits (``i8``) -> the exact ``float`` (`naiad.codegen.fp8`)."""
+        return fp8.fp8_to_f32(ctx, value, fp8_type)
 
     def f32_to_fp8(self, ctx: Any, value: ir.Value, fp8_type: Any, rounding: str) -> ir.Value:
-        raise NotImplementedError(f"fp8 ({fp8_type}) values are not supported on the {self.name} "
-                                  f"backend yet -- fix: convert to float16 or float32 instead")
+        """``float`` -> fp8 bits (``i8``), rounded "rtne" or "rtz" (`naiad.codegen.fp8`)."""
+        return fp8.f32_to_fp8(ctx, value, fp8_type, rounding)
 
     def truncate_toward_zero(self, ctx: Any, value: ir.Value, target_mlir: Any) -> ir.Value:
         """A float narrowed rounding toward zero, in storage form (bf16: its 16 bits).

@@ -97,7 +97,13 @@ class Semantic:
 
     # -- constants -------------------------------------------------------------------------------
     def constant(self, value: Any, ty: tl.dtype) -> tensor:
-        """A scalar constant of type ``ty`` (ints wrap to the type's bit pattern, as in C)."""
+        """A scalar constant of type ``ty`` (ints wrap to the type's bit pattern, as in C).
+
+        An fp8 constant is an fp32 constant converted with ``tt.fp_to_fp`` (as Triton emits a
+        Python float used with an fp8 tensor): the backend's conversion rounds it like any fp8
+        value, and LLVM folds the conversion away."""
+        if ty.is_fp8():
+            return self.cast(self.constant(value, tl.float32), ty)
         if ty.is_floating():
             return self._tensor(arith.ConstantOp(FloatAttr(float(value), self.ir_type(ty))), ty)
         if ty.is_int():
@@ -278,8 +284,6 @@ class Semantic:
     def float_cast(self, x: tensor, dst: tl.dtype, rounding: str | None) -> tensor:
         src, out = x.dtype, self._like(x, dst)
         if src.is_fp8() or dst.is_fp8():
-            if (src.is_fp64() or dst.is_fp64()):
-                return self.cast(self.cast(x, tl.float32), dst)
             down = src.primitive_bitwidth > dst.primitive_bitwidth
             mode = (rounding or "rtne") if down else None
             return self._fp_to_fp(x, out, mode)

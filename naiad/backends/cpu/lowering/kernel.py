@@ -153,6 +153,8 @@ class KernelLowering:
         storage = lt.scalar(mlir_elem)
         if lt.is_bf16(mlir_elem):
             return ir.Constant(lt.I16, _bf16_bits(float(value)))
+        if lt.is_fp8(mlir_elem):      # encoded by the shared conversion; LLVM folds it
+            return elementwise.to_storage(self.ctx(1), ir.Constant(lt.F32, float(value)), mlir_elem)
         if isinstance(storage, ir.IntType):
             v = int(value) & ((1 << storage.width) - 1)
             return ir.Constant(storage, v)
