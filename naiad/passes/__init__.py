@@ -20,6 +20,7 @@ from naiad.passes.cse import CommonSubexpressionElimination
 from naiad.passes.dce import DeadCodeElimination
 from naiad.passes.inline import Inline
 from naiad.passes.licm import LoopInvariantCodeMotion
+from naiad.passes.loop_pointers import LoopCarriedPointers
 from naiad.passes.loop_unroll import LoopUnroll
 from naiad.passes.reorder_broadcast import ReorderBroadcast
 from naiad.passes.symbol_dce import SymbolDCE
@@ -70,6 +71,8 @@ for _pass in (Inline(), Canonicalize(), Combine(), ReorderBroadcast(),
               CommonSubexpressionElimination(), LoopInvariantCodeMotion(), SymbolDCE(),
               LoopUnroll(), DeadCodeElimination()):
     register_pass(_pass.name, _pass)
+# Not in TTIR_PIPELINE: only a backend that keeps loop-carried tensors in memory wants it.
+register_pass(LoopCarriedPointers.name, LoopCarriedPointers())
 
 TTIR_PIPELINE: tuple[str, ...] = (
     "inline", "canonicalize", "combine", "reorder-broadcast", "cse", "licm",

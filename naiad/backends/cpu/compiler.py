@@ -98,9 +98,18 @@ class CPUBackend(BaseBackend):
 
 
 def _make_ttir(module: Any) -> Any:
-    from naiad.passes import run_ttir_pipeline
+    """The shared pipeline, then loop-carried pointer tensors turned into a loop-invariant base
+    plus a carried offset: tensors carried by loops live in memory here, and a load through
+    pointers read back from memory is a gather (CSE and DCE then merge the zeros it starts
+    offsets with and drop the pointers nobody uses)."""
+    from naiad.passes import run_passes, run_ttir_pipeline
+    from naiad.passes.loop_pointers import loop_carried_pointers
 
-    return run_ttir_pipeline(module)
+    run_ttir_pipeline(module)
+    if loop_carried_pointers(module):
+        run_passes(module, ("cse", "dce"))
+        module.verify()
+    return module
 
 
 def _make_ttgir(module: Any, target: GPUTarget) -> Any:

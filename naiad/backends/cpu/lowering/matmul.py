@@ -4,7 +4,9 @@
 in tiles of ``MR`` rows by ``NR`` columns held in vector registers: for each k, ``NR / lanes``
 vectors of B's row k are loaded once and multiplied by ``MR`` broadcast elements of A's column
 k (fused multiply-add), so each loaded value is used ``MR`` or ``NR / lanes`` times.  Inputs
-narrower than fp32 are widened as they are loaded; int8 accumulates in int32.
+narrower than fp32 are widened as they are loaded; int8 accumulates in int32.  Operands that
+are loads are first copied into buffers with vector loads wherever their rows are consecutive
+in memory (`_operand_buffer`).
 """
 
 from __future__ import annotations
@@ -12,95 +14,118 @@ from __future__ import annotations
 from typing import Any
 
 import llvmlite.ir as ir
+from xdsl.dialects import scf
+from xdsl.ir import BlockArgument, OpResult
 
 from naiad.backends.cpu.lowering import memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, lane_stride, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt
-from naiad.ir import tt
+from naiad.ir import arith, tt
+from naiad.passes.effects import defined_outside
 
 MR = 4
 
 
 def _operand_buffer(kernel: Any, value: Any) -> Buffer:
-    """A dot operand, in a buffer.
+    """A dot operand, in a buffer; a load is copied in chunk by chunk, as fast as it can be.
 
-    A load whose pointers the static analysis cannot prove consecutive is checked at run time,
-    chunk by chunk: the operands of a matmul are nearly always rows of consecutive elements,
-    but pointers that were materialized (a loop-invariant pointer tensor used in a loop), or
-    computed with ``% N`` (Triton's tutorial matmul), hide it, and a gather costs several
-    times a vector load."""
+    The operands of a matmul are nearly always rows of consecutive elements, but the chunk
+    loop of `kernel.materialize` issues a gather wherever `lane_stride` cannot prove it, and
+    it cannot through a pointer tensor held in a buffer (a loop-invariant one used in a loop is
+    materialized), nor through ``% N`` (Triton's tutorial matmul).  Here consecutive lanes are
+    proven through buffers to the ops that computed them (`_Computed`), or else checked at run
+    time, and a loop's next trip is prefetched (`_next_step`): reading another part of a large
+    matrix, rows apart, each trip stalls on memory otherwise."""
     held = kernel.lookup(value)
     if isinstance(held, Buffer):
         return held
-    if not _needs_check(kernel, held):
+    load = held.op
+    lanes = kernel.chunk_lanes(numel(value.type))
+    if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
         return kernel.materialize(value)
+    size = lt.byte_size(memory.memory_type(value.type))
+    consecutive = lane_stride(_Computed(kernel), load.ptr, lanes) == size
+    step = _next_step(kernel, load)
     target = kernel.buffer(value.type)
-    kernel.for_each_chunk(value.type, lambda index, lanes: kernel.chunks.store_chunk(
-        target, index, _checked_load(kernel, held.op, index, lanes)))
+    kernel.for_each_chunk(value.type, lambda index, n: kernel.chunks.store_chunk(
+        target, index, _load_chunk(kernel, load, index, n, consecutive, step)))
     kernel.env[value] = target
     return target
 
 
-def _needs_check(kernel: Any, held: Lazy) -> bool:
-    op = held.op
-    if not isinstance(op, tt.LoadOp) or is_block_pointer(op.ptr):
-        return False
-    lanes = kernel.chunk_lanes(numel(op.ptr.type))
-    size = lt.byte_size(memory.memory_type(op.results[0].type))
-    return lanes > 1 and lane_stride(kernel, op.ptr, lanes) != size
+class _Computed:
+    """The kernel as `lane_stride` sees it, except that a tensor held in a buffer is seen as
+    the op that computed it: where values are kept does not change them.  (Not dense
+    constants: they are buffers because their elements differ, and the rule for constants
+    assumes a splat.)"""
+
+    def __init__(self, kernel: Any):
+        self.kernel = kernel
+
+    def lookup(self, value: Any) -> Any:
+        held = self.kernel.lookup(value)
+        if isinstance(held, Buffer) and isinstance(value, OpResult) \
+                and not isinstance(value.op, arith.ConstantOp):
+            return Lazy(value.op, value.index)
+        return held
+
+    def constant_value(self, value: Any) -> int | None:
+        return self.kernel.constant_value(value)
 
 
-def _next_trip(kernel, op):
-    from xdsl.dialects import scf
-    from naiad.ir import arith
-    ptr = op.ptr.owner
+def _next_step(kernel: Any, load: Any) -> ir.Value | None:
+    """How many elements the pointers of ``load`` move by the next trip of the `scf.for`
+    around it, when they are ``tt.addptr(base, tt.splat(acc))`` and the loop yields ``acc +
+    step`` with ``step`` computed before the loop (what the loop-carried-pointers pass makes
+    of ``ptrs += step``)."""
+    ptr = load.ptr.owner
     if not isinstance(ptr, tt.AddPtrOp) or not isinstance(ptr.offset.owner, tt.SplatOp):
         return None
     acc = ptr.offset.owner.src
-    block = getattr(acc, "block", None)
-    if block is None or not isinstance(block.parent_op(), scf.ForOp):
+    loop = acc.block.parent_op() if isinstance(acc, BlockArgument) else None
+    if not isinstance(loop, scf.ForOp) or acc.index == 0:
         return None
-    nxt = block.last_op.operands[acc.index - 1].owner
-    if not isinstance(nxt, arith.AddiOp) or nxt.lhs is not acc:
+    following = loop.body.block.last_op.operands[acc.index - 1].owner
+    if not isinstance(following, arith.AddiOp) or following.lhs is not acc \
+            or not defined_outside(following.rhs, loop):
         return None
-    return kernel.scalar(nxt.rhs)
+    return kernel.scalar(following.rhs)
 
 
-def _checked_load(kernel: Any, op: Any, index: ir.Value, lanes: int) -> ir.Value:
-    """The chunk of load ``op`` at ``index``: a vector load when its pointers turn out to be
-    consecutive, else a gather."""
+def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive: bool,
+                step: ir.Value | None) -> ir.Value:
+    """A chunk of ``load``: one vector load when its pointers are ``consecutive``, or turn out
+    to be at run time; else a gather.  Prefetches the chunk of the next trip when ``step``
+    says where it is."""
     def at(value: Any) -> ir.Value:
         return kernel.chunks.value_at(value, index, lanes)
 
     b, ctx = kernel.b, kernel.ctx(lanes)
-    element = memory.memory_type(op.results[0].type)
-    addresses = at(op.ptr)
-    mask = at(op.mask) if op.mask is not None else None
-    passthru = at(op.other) if op.other is not None else ctx.const(element, 0)
-    first_scalar = b.extract_element(addresses, ir.Constant(lt.I32, 0))
-    first = ctx.splat(first_scalar)
-    stride = _next_trip(kernel, op)
-    import os
-    if stride is not None and os.environ.get('PF', '1') == '1':
-        ahead = b.add(first_scalar, b.mul(b.sext(stride, lt.I64) if stride.type != lt.I64 else stride, ir.Constant(lt.I64, lt.byte_size(element))))
-        pf = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID, [lt.PTR, lt.I32, lt.I32, lt.I32])
-        b.call(pf, [b.inttoptr(ahead, lt.PTR), ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3), ir.Constant(lt.I32, 1)])
-    ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * lt.byte_size(element) for k in range(lanes)])
-    equal = b.icmp_unsigned("==", addresses, b.add(first, ramp))
-    consecutive = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
-                                      [equal.type]), [equal])
-    with b.if_else(consecutive) as (then, otherwise):
-        with then:
-            vector = memory.emit_load(kernel, op, addresses, mask, passthru, lanes, True)
-            vector_end = b.block
-        with otherwise:
-            gathered = memory.emit_load(kernel, op, addresses, mask, passthru, lanes, False)
-            gather_end = b.block
-    loaded = b.phi(vector.type)
-    loaded.add_incoming(vector, vector_end)
-    loaded.add_incoming(gathered, gather_end)
-    return loaded
+    element = memory.memory_type(load.results[0].type)
+    size = lt.byte_size(element)
+    addresses = at(load.ptr)
+    mask = at(load.mask) if load.mask is not None else None
+    passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
+    first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
+    if step is not None:
+        step = step if step.type == lt.I64 else b.sext(step, lt.I64)
+        ahead = b.inttoptr(b.add(first, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
+        prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID,
+                                [lt.PTR, lt.I32, lt.I32, lt.I32])
+        b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
+                          ir.Constant(lt.I32, 1)])             # read, keep in cache, data
+
+    def emit(contiguous: bool) -> ir.Value:
+        return memory.emit_load(kernel, load, addresses, mask, passthru, lanes, contiguous)
+
+    if consecutive:
+        return emit(True)
+    ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * size for k in range(lanes)])
+    equal = b.icmp_unsigned("==", addresses, b.add(ctx.splat(first), ramp))
+    all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
+                                    [equal.type]), [equal])
+    return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 
 def lower_dot(kernel: Any, op: Any) -> None:
