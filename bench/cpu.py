@@ -102,6 +102,15 @@ def workloads(quick: bool):
                  BLOCK_M=64, BLOCK_N=64, BLOCK_K=32))(
                  interpreted(tr, gallery.matmul_kernel), t.from_numpy(a), t.from_numpy(c),
                  t.from_numpy(np.empty((size, size), np.float32)))),
+        dict(name=f"matmul {size}^3 fp32, tutorial kernel", flops=2 * size ** 3,
+             naiad=lambda: gallery.matmul_tutorial(a, c),
+             numpy=lambda: a @ c,
+             torch=lambda t: (lambda ta, tc: lambda: t.matmul(ta, tc))(t.from_numpy(a), t.from_numpy(c)),
+             triton=lambda tr, t: (lambda k, ta, tc, to: lambda: k[((size // 128) ** 2,)](
+                 ta, tc, to, size, size, size, size, 1, size, 1, size, 1, BLOCK_SIZE_M=128,
+                 BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8))(
+                 interpreted(tr, gallery.matmul_tutorial_kernel), t.from_numpy(a), t.from_numpy(c),
+                 t.from_numpy(np.empty((size, size), np.float32)))),
     ]
 
 
