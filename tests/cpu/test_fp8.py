@@ -20,6 +20,8 @@ import torch
 import naiad
 import naiad.language as tl
 
+from tests.cpu.test_dot import dot_kernel
+
 pytestmark = pytest.mark.shipped_backends
 
 
@@ -350,20 +352,6 @@ def test_constants_are_rounded_like_values():
 
 # -- tl.dot --------------------------------------------------------------------------------------
 
-@naiad.jit
-def dot_kernel(a, b, c, out, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, ACC: tl.constexpr):
-    rm = tl.arange(0, M)[:, None]
-    rn = tl.arange(0, N)[None, :]
-    rk = tl.arange(0, K)
-    x = tl.load(a + rm * K + rk[None, :])
-    y = tl.load(b + rk[:, None] * N + rn)
-    if ACC:
-        result = tl.dot(x, y, tl.load(c + rm * N + rn))
-    else:
-        result = tl.dot(x, y)
-    tl.store(out + rm * N + rn, result)
-
-
 @pytest.mark.parametrize("m,n,k", [(16, 16, 32), (32, 64, 16), (64, 16, 128)])
 @pytest.mark.parametrize("a_name,b_name", [("fp8e5", "fp8e5"), ("fp8e4nv", "fp8e4nv"),
                                            ("fp8e5", "fp8e4nv")])
@@ -374,7 +362,7 @@ def test_dot(a_name, b_name, m, n, k):
     use_acc = k != 32
     c = rng.normal(0, 10, (m, n)).astype(np.float32)
     out = np.zeros((m, n), np.float32)
-    dot_kernel[(1,)](a, b, c, out, M=m, N=n, K=k, ACC=use_acc)
+    dot_kernel[(1,)](a, b, c, out, M=m, N=n, K=k, ACC=use_acc, OUT_DTYPE=tl.float32)
     a64, b64 = a.to(torch.float64).numpy(), b.to(torch.float64).numpy()
     expected = a64 @ b64 + (c if use_acc else 0)
     # Each product is exact in fp32; k fp32 additions each err by at most half an ulp.
