@@ -30,5 +30,16 @@ class BackendAPIVersionError(BackendLoadError):
     """A backend was written for a backend-API version this Naiad does not speak."""
 
 
+class OutOfResources(NaiadError):
+    """A kernel needs more of a device resource (registers, shared memory, threads) than the
+    device has.  Backends raise it when compiling or loading a kernel, so that the autotuner can
+    skip a config that does not fit instead of failing."""
+
+    def __init__(self, required: int, limit: int, name: str):
+        self.required, self.limit, self.name = required, limit, name
+        super().__init__(f"out of resources: {name}: the kernel needs {required}, the device has "
+                         f"{limit} -- fix: use smaller blocks or fewer stages")
+
+
 class NaiadWarning(UserWarning):
     """Something is off but Naiad carries on (a shadowed backend, a broken plugin)."""

@@ -88,7 +88,7 @@ def env_int(env: str, default: int | None, doc: str) -> Any:
     return Knob(env, default, _parse_int, doc)
 
 
-def env_str(env: str, default: str | None, doc: str) -> Any:
+def env_str(env: str, default: str | Callable[[], str] | None, doc: str) -> Any:
     return Knob(env, default, _parse_str, doc)
 
 
@@ -158,6 +158,24 @@ class RuntimeKnobs(KnobGroup):
         "bounds-checked on the CPU), as if launched with debug=True.")
 
 
+class AutotuningKnobs(KnobGroup):
+    """The autotuner (``@naiad.autotune``)."""
+
+    print = env_bool(
+        "NAIAD_PRINT_AUTOTUNING", False,
+        "1: print each autotuned kernel's chosen config and how long tuning took, with a "
+        "progress line on stderr while it tunes.")
+
+
+class CacheKnobs(KnobGroup):
+    """Naiad's files on disk."""
+
+    dir = env_str(
+        "NAIAD_CACHE_DIR", lambda: os.path.join(os.path.expanduser("~"), ".naiad", "cache"),
+        "Directory of Naiad's on-disk caches; autotuning results (cache_results=True) go "
+        "under its autotune/ folder.")
+
+
 class CPUKnobs(KnobGroup):
     """The in-tree CPU backend."""
 
@@ -177,12 +195,15 @@ class CompatKnobs(KnobGroup):
 backends = BackendKnobs()
 compilation = CompilationKnobs()
 runtime = RuntimeKnobs()
+autotuning = AutotuningKnobs()
+cache = CacheKnobs()
 cpu = CPUKnobs()
 compat = CompatKnobs()
 
 #: Every group, by the attribute name it has on this module.
 groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation,
-                                "runtime": runtime, "cpu": cpu, "compat": compat}
+                                "runtime": runtime, "autotuning": autotuning, "cache": cache,
+                                "cpu": cpu, "compat": compat}
 
 
 def all_knobs() -> dict[str, Knob]:

@@ -80,7 +80,7 @@ def test_unmodified_triton_kernel_file_compiles(compat, tmp_path):
 
 
 def test_missing_triton_module_is_a_clear_error(compat):
-    with pytest.raises(naiad.compat.CompatError, match="does not provide 'triton.tools'"):
+    with pytest.raises(naiad.compat.CompatError, match="does not provide 'triton.tools.nonexistent'"):
         import triton.tools.nonexistent  # noqa: F401
 
 

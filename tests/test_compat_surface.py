@@ -1,6 +1,5 @@
 """The Triton helper surface beside the language: ``triton.testing``, ``triton._internal_testing``,
-``reinterpret``/``TensorWrapper``, ``TensorDescriptor`` and the driver conveniences.  Tests marked
-xfail(strict=True) record bugs: they fail until the bug is fixed, then must lose the mark."""
+``reinterpret``/``TensorWrapper``, ``TensorDescriptor`` and the driver conveniences."""
 
 from __future__ import annotations
 
@@ -69,7 +68,6 @@ def test_new_aliases_resolve(compat):
     assert "triton._internal_testing" not in sys.modules
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the lazy alias loader rewrites the target's __spec__")
 def test_lazy_alias_leaves_the_naiad_module_spec_alone(compat):
     import triton._internal_testing  # noqa: F401
 
@@ -215,13 +213,11 @@ def test_assert_close():
         testing.assert_close(np.array([True, False]), np.array([True, True]), atol=10)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: assert_close compares a TensorWrapper's signed base")
 def test_assert_close_on_unsigned_wrapper():
     x = np.array([1, 3_000_000_000], np.uint32)
     testing.assert_close(it.to_triton(x, "cpu"), x, atol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="Triton's assert_close accepts atol/rtol as dtype -> float")
 def test_assert_close_callable_tolerances():
     testing.assert_close(torch.ones(3), torch.ones(3) + 0.05, atol=lambda dtype: 0.1)
 
@@ -302,7 +298,6 @@ def test_perf_report_writes_the_table(tmp_path, capsys):
     assert rows == [[8, 8, 65.0, 65.0, 65.0], [2, 3, 7.0, 7.0, 7.0]]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Mark.run drops **kwargs; Triton passes them to fn")
 def test_perf_report_forwards_run_kwargs():
     header, rows = _mark(lambda n, p, extra: float(n + extra)).run(return_df=True, extra=10)
     assert rows == [[1, 11.0, 11.0, 11.0]]

@@ -112,3 +112,37 @@ class DriverBase(metaclass=ABCMeta):
     def get_active_torch_device(self) -> Any:
         """The ``torch.device`` user code should allocate on, or None when torch has no such device."""
         return None
+
+    # -- Triton's driver conveniences, derived from the methods above --------------------------
+    @property
+    def utils(self) -> "DriverUtils":
+        """``driver.utils.get_device_properties(i)``, where Triton code looks for it."""
+        return DriverUtils(self)
+
+    def get_device_interface(self) -> Any:
+        """A ``torch.cuda``-like module for this device (``synchronize``, ``Event``); None here.
+
+        Backends whose device torch knows return torch's module; the CPU returns a host clock."""
+        return None
+
+    def get_empty_cache_for_benchmark(self) -> Any:
+        """A buffer larger than the device's last-level cache; `clear_cache` overwrites it so a
+        benchmark starts cold.  Default: 256 MiB of host memory."""
+        return bytearray(256 << 20)
+
+    def clear_cache(self, cache: Any) -> None:
+        """Overwrite `get_empty_cache_for_benchmark`'s buffer (torch tensors are zeroed in place)."""
+        if hasattr(cache, "zero_"):
+            cache.zero_()
+        else:
+            cache[:] = bytes(len(cache))
+
+
+class DriverUtils:
+    """Triton's ``driver.active.utils``: the driver's device queries under their Triton names."""
+
+    def __init__(self, driver: DriverBase):
+        self._driver = driver
+
+    def get_device_properties(self, device: int) -> dict[str, Any]:
+        return self._driver.get_device_properties(device)

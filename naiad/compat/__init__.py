@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.util
 import sys
 
 from naiad.errors import NaiadError
@@ -32,6 +33,15 @@ ALIASES = {
     "triton.compiler": "naiad.compat.errors",
     "triton.compiler.errors": "naiad.compat.errors",
     "triton.errors": "naiad.compat.errors",
+    "triton.knobs": "naiad.knobs",
+    "triton.testing": "naiad.testing",
+    "triton.tools": "naiad.compat.tools",
+    "triton.tools.tensor_descriptor": "naiad.compat.tensor_descriptor",
+}
+
+#: Imported only when asked for: they need torch, as the tests that use them do.
+LAZY_ALIASES = {
+    "triton._internal_testing": "naiad.compat.internal_testing",
 }
 
 
@@ -43,10 +53,29 @@ class _MissingTritonModules(importlib.abc.MetaPathFinder):
     """Turns ``import triton.<something Naiad lacks>`` into an error that says so."""
 
     def find_spec(self, fullname, path=None, target=None):
+        if fullname in LAZY_ALIASES:
+            return importlib.util.spec_from_loader(fullname, _AliasLoader(LAZY_ALIASES[fullname]))
         if fullname == "triton" or fullname.startswith("triton."):
             raise CompatError(f"Naiad's Triton compatibility layer does not provide {fullname!r} -- "
                               f"fix: import the Naiad equivalent, or run this code with real Triton")
         return None
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads a ``triton`` name as the Naiad module it stands for (the same module object)."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.target)
+        self._own_spec = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        """Already executed by `create_module`'s import; the import system has just set the
+        module's ``__spec__`` to the alias's, so give it back its own."""
+        module.__spec__ = self._own_spec
 
 
 _finder = _MissingTritonModules()
@@ -74,5 +103,5 @@ def disable() -> None:
     if not is_enabled():
         return
     sys.meta_path.remove(_finder)
-    for alias in ALIASES:
+    for alias in (*ALIASES, *LAZY_ALIASES):
         sys.modules.pop(alias, None)

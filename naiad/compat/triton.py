@@ -1,10 +1,11 @@
 """The ``triton`` top-level module under compat: ``triton.jit``, ``triton.cdiv``, errors, ..."""
 
 import naiad.language as language
-from naiad import cdiv, next_power_of_2
+from naiad import cdiv, knobs, next_power_of_2, testing
 from naiad.compat import runtime
 from naiad.compat.errors import CompilationError, OutOfResources, TritonError
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
+from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
 __naiad_compat__ = True
 #: The Triton release whose language this compatibility layer follows.
@@ -14,5 +15,6 @@ __version__ = "3.6.0"
 #: "not provided" error instead of Python's "not a package".
 __path__: list[str] = []
 
-__all__ = ["CompilationError", "JITFunction", "OutOfResources", "TritonError", "cdiv",
-           "constexpr_function", "jit", "language", "next_power_of_2", "runtime"]
+__all__ = ["CompilationError", "JITFunction", "OutOfResources", "TensorWrapper", "TritonError", "cdiv",
+           "constexpr_function", "jit", "knobs", "language", "next_power_of_2", "reinterpret", "runtime",
+           "testing"]

@@ -21,7 +21,7 @@ from naiad.language.dtypes import (  # noqa: F401  (re-exported: tl.float32, tl.
     TRITON_MAX_TENSOR_NUMEL, IncompatibleTypeError, block_type, bfloat16, const_pointer_type,
     dtype, float8e4b8, float8e4b15, float8e4nv, float8e5, float8e5b16, float16, float32,
     float64, function_type, int1, int8, int16, int32, int64, pi32_t,
-    pointer_type, tuple_type, uint8, uint16, uint32, uint64, void)
+    pointer_type, str_to_ty, tuple_type, uint8, uint16, uint32, uint64, void)
 
 from naiad.language import dtypes as _dtypes
 from naiad.runtime.jit import constexpr_function

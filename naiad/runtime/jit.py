@@ -18,6 +18,7 @@ import textwrap
 from typing import Any, Callable, Iterable
 
 from naiad.errors import NaiadError
+from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit has them)
 
 _DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)
 _INT32 = (-(2**31), 2**31 - 1)
@@ -124,6 +125,8 @@ def _array_type_string(value: Any) -> str:
     from naiad.language import dtypes
 
     dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, dtypes.dtype):           # a TensorWrapper: the language dtype it names
+        return dtypes.ty_to_str(dtype)
     try:
         cached = _ARRAY_TYPES.get(dtype) if dtype is not None else None
     except TypeError:             # an unhashable dtype object: do not remember it
@@ -232,6 +235,8 @@ class JITFunction:
         self._references: list[tuple[str, ...]] | None = None
         #: (backend, target, specialization, options) -> compiled kernel, for this process.
         self.cache: dict[tuple, Any] = {}
+        #: Called as ``hook(*args, **kwargs)`` with a launch's arguments before it runs.
+        self.pre_run_hooks: list[Callable[..., Any]] = []
 
     # -- source ---------------------------------------------------------------------------
     @property
@@ -356,10 +361,20 @@ class JITFunction:
         """Compile for these arguments without launching; returns the compiled kernel."""
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
+    def add_pre_run_hook(self, hook: Callable[..., Any]) -> None:
+        """Run ``hook(*args, **kwargs)`` before every launch (e.g. to zero an output)."""
+        if not callable(hook):
+            raise NaiadError(f"{self.__name__}.add_pre_run_hook: the hook must be callable, "
+                             f"not {type(hook).__name__}")
+        self.pre_run_hooks.append(hook)
+
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         from naiad.backends import selection
         from naiad.compiler.compiler import ASTSource, compile
 
+        if not warmup:
+            for hook in self.pre_run_hooks:
+                hook(*args, **kwargs)
         bound, options = self.bind(args, kwargs)
         if self.debug is not None:
             options.setdefault("debug", self.debug)

@@ -233,11 +233,64 @@ class CPUDriver(DriverBase):
         return {"max_shared_mem": 0, "multiprocessor_count": os.cpu_count() or 1,
                 "max_num_regs": 0, "warpSize": 1}
 
+    def get_active_torch_device(self) -> Any:
+        try:
+            import torch
+        except ImportError:
+            return None
+        return torch.device("cpu")
 
-def benchmark(kernel_call: Callable[[], Any], *, quantiles: Sequence[float] = (0.5, 0.2, 0.8),
-              warmup: int = 3, rep: float = 100.0, **kwargs: Any) -> list[float]:
-    """Time ``kernel_call`` on the host (ms); quantiles over repeated runs for ~``rep`` ms."""
-    for _ in range(warmup):
+    def get_device_interface(self) -> Any:
+        return HostDeviceInterface
+
+    def get_empty_cache_for_benchmark(self) -> Any:
+        import numpy
+
+        return numpy.empty(64 << 20, dtype=numpy.uint8)     # larger than a host's last-level cache
+
+    def clear_cache(self, cache: Any) -> None:
+        cache.fill(0)
+
+
+class HostEvent:
+    """``torch.cuda.Event`` on the host: ``record()`` notes the time, ``elapsed_time`` in ms."""
+
+    def __init__(self, enable_timing: bool = True, **kwargs: Any):
+        self.time = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.time = time.perf_counter()
+
+    def synchronize(self) -> None:
+        """Kernels finish before their launch returns: nothing to wait for."""
+
+    def elapsed_time(self, end: "HostEvent") -> float:
+        return (end.time - self.time) * 1000.0
+
+
+class HostDeviceInterface:
+    """What Triton code reaches through ``get_device_interface()`` (timing, synchronization)."""
+
+    Event = HostEvent
+
+    @staticmethod
+    def synchronize(device: Any = None) -> None:
+        """CPU launches are synchronous."""
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+
+def benchmark(kernel_call: Callable[[], Any], *, quantiles: Sequence[float] | None = (0.5, 0.2, 0.8),
+              warmup: float = 3, rep: float = 100.0, **kwargs: Any) -> list[float]:
+    """Time ``kernel_call`` on the host (ms) over repeated runs for ~``rep`` ms: the given
+    quantiles, or every sample (sorted) when ``quantiles`` is None."""
+    for _ in range(max(1, min(int(warmup), 25))):
         kernel_call()
     start = time.perf_counter()
     kernel_call()
@@ -249,4 +302,6 @@ def benchmark(kernel_call: Callable[[], Any], *, quantiles: Sequence[float] = (0
         kernel_call()
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
+    if quantiles is None:
+        return times
     return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
