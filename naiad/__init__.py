@@ -9,6 +9,7 @@ from naiad.backends import plugin_dirs as _plugin_dirs
 from naiad.backends.selection import set_backend
 from naiad.compiler.compiler import compile
 from naiad.compiler.errors import CompilationError
+from naiad.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
 
 __version__ = "0.1.0"
@@ -26,8 +27,9 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
-__all__ = ["CompilationError", "JITFunction", "__version__", "cdiv", "compile", "constexpr_function", "jit",
-           "knobs", "next_power_of_2", "set_backend"]
+__all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "__version__", "autotune",
+           "cdiv", "compile", "constexpr_function", "heuristics", "jit", "knobs", "next_power_of_2",
+           "set_backend"]
 
 if knobs.compat.triton:     # last: the compat modules import the names defined above
     import naiad.compat

@@ -29,6 +29,7 @@ ALIASES = {
     "triton.language.extra.libdevice": "naiad.language.extra.libdevice",
     "triton.runtime": "naiad.compat.runtime",
     "triton.runtime.jit": "naiad.runtime.jit",
+    "triton.runtime.autotuner": "naiad.runtime.autotuner",
     "triton.runtime.errors": "naiad.compat.errors",
     "triton.compiler": "naiad.compat.errors",
     "triton.compiler.errors": "naiad.compat.errors",

@@ -4,6 +4,7 @@ import naiad.language as language
 from naiad import cdiv, knobs, next_power_of_2, testing
 from naiad.compat import runtime
 from naiad.compat.errors import CompilationError, OutOfResources, TritonError
+from naiad.runtime.autotuner import Config, autotune, heuristics
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
@@ -15,6 +16,6 @@ __version__ = "3.6.0"
 #: "not provided" error instead of Python's "not a package".
 __path__: list[str] = []
 
-__all__ = ["CompilationError", "JITFunction", "OutOfResources", "TensorWrapper", "TritonError", "cdiv",
-           "constexpr_function", "jit", "knobs", "language", "next_power_of_2", "reinterpret", "runtime",
-           "testing"]
+__all__ = ["CompilationError", "Config", "JITFunction", "OutOfResources", "TensorWrapper", "TritonError",
+           "autotune", "cdiv", "constexpr_function", "heuristics", "jit", "knobs", "language", "next_power_of_2",
+           "reinterpret", "runtime", "testing"]
