@@ -3,15 +3,7 @@ under Triton's names, so ``except triton.CompilationError`` catches Naiad's."""
 
 from naiad.compiler.errors import CompilationError, CompileTimeAssertionFailure, UnsupportedLanguageConstruct
 from naiad.errors import NaiadError as TritonError
-
-
-class OutOfResources(TritonError):
-    """A kernel needs more registers or shared memory than the device has."""
-
-    def __init__(self, required: int, limit: int, name: str):
-        self.required, self.limit, self.name = required, limit, name
-        super().__init__(f"out of resource: {name}, required: {required}, hardware limit: {limit}. "
-                         f"Reducing block sizes or `num_stages` may help.")
+from naiad.errors import OutOfResources  # one class: backends raise it, the autotuner skips it
 
 
 class InterpreterError(TritonError):

@@ -6,6 +6,7 @@ from typing import Any
 
 from naiad.compat import errors
 from naiad.runtime import jit
+from naiad.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: F401
 
 
 class _DriverConfig:
@@ -35,4 +36,4 @@ driver = _DriverConfig()
 #: "not provided" error instead of Python's "not a package".
 __path__: list[str] = []
 
-__all__ = ["driver", "errors", "jit"]
+__all__ = ["Autotuner", "Config", "Heuristics", "autotune", "driver", "errors", "heuristics", "jit"]
