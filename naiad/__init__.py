@@ -9,6 +9,7 @@ from naiad.backends import plugin_dirs as _plugin_dirs
 from naiad.backends.selection import set_backend
 from naiad.compiler.compiler import compile
 from naiad.compiler.errors import CompilationError
+from naiad.runtime.allocation import set_allocator
 from naiad.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
 
@@ -29,7 +30,7 @@ def next_power_of_2(n: int) -> int:
 
 __all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction", "__version__", "autotune",
            "cdiv", "compile", "constexpr_function", "heuristics", "jit", "knobs", "next_power_of_2",
-           "set_backend"]
+           "set_allocator", "set_backend"]
 
 if knobs.compat.triton:     # last: the compat modules import the names defined above
     import naiad.compat

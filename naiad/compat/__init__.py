@@ -31,6 +31,7 @@ ALIASES = {
     "triton.runtime.jit": "naiad.runtime.jit",
     "triton.runtime.autotuner": "naiad.runtime.autotuner",
     "triton.runtime.errors": "naiad.compat.errors",
+    "triton.runtime._allocation": "naiad.runtime.allocation",
     "triton.compiler": "naiad.compat.errors",
     "triton.compiler.errors": "naiad.compat.errors",
     "triton.errors": "naiad.compat.errors",

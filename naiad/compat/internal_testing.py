@@ -258,6 +258,13 @@ def to_numpy(x: Any) -> np.ndarray:
     raise ValueError(f"not a tensor this test helper knows: {type(x).__name__}")
 
 
+def default_alloc_fn(size: int, alignment: int, stream: Any) -> Any:
+    """The tests' scratch allocator: bytes on the active backend's torch device."""
+    from naiad.backends.selection import active_driver
+
+    return torch.empty(size, dtype=torch.int8, device=active_driver().get_active_torch_device())
+
+
 def unwrap_tensor(t: Any) -> Any:
     return t.base if isinstance(t, TensorWrapper) else t
 

@@ -5,6 +5,7 @@ from naiad import cdiv, knobs, next_power_of_2, testing
 from naiad.compat import runtime
 from naiad.compat.errors import CompilationError, OutOfResources, TritonError
 from naiad.runtime.autotuner import Config, autotune, heuristics
+from naiad.runtime.allocation import set_allocator
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
@@ -18,4 +19,4 @@ __path__: list[str] = []
 
 __all__ = ["CompilationError", "Config", "JITFunction", "OutOfResources", "TensorWrapper", "TritonError",
            "autotune", "cdiv", "constexpr_function", "heuristics", "jit", "knobs", "language", "next_power_of_2",
-           "reinterpret", "runtime", "testing"]
+           "reinterpret", "runtime", "set_allocator", "testing"]

@@ -117,6 +117,18 @@ def make_backend(target: GPUTarget) -> BaseBackend:
     return matches[0].compiler(target)
 
 
+class KernelMetadata(dict):
+    """The kernel's JSON metadata, readable as attributes too (``kernel.metadata.shared``), as
+    Triton code expects; still a plain dict for JSON."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"kernel metadata has no field {name!r} (fields: "
+                                 f"{', '.join(sorted(self))})") from None
+
+
 @dataclasses.dataclass
 class CompiledKernel:
     """Every stage's output (``asm``), the JSON metadata, and the backend that made them.
@@ -132,6 +144,7 @@ class CompiledKernel:
     signature: list[tuple[str, str]]
 
     def __post_init__(self) -> None:
+        self.metadata = KernelMetadata(self.metadata)
         self.function: Any = None
         self.module: Any = None
         self.n_regs = self.n_spills = 0
@@ -149,6 +162,31 @@ class CompiledKernel:
             self.name, self.binary, self.metadata, device)
         self.launcher = driver.make_launcher(self.signature, self.metadata)
         self.packed_metadata = self.backend.pack_metadata(self.metadata)
+
+    def _driver(self) -> Any:
+        """The driver of the backend that compiled this kernel."""
+        from naiad.backends.selection import driver_for
+
+        entry = next(b for name in registry.sources() for b in [registry.get_or_failure(name)]
+                     if getattr(b, "compiler", None) is type(self.backend))
+        return driver_for(entry)
+
+    def _init_handles(self) -> None:
+        """Load the binary on the backend's driver now (Triton code calls this to read
+        ``n_regs`` / ``n_spills`` before the first launch)."""
+        self.load(self._driver())
+
+    def __getitem__(self, grid: Any) -> Any:
+        """``kernel[grid](*args)``: launch this compiled kernel directly, every parameter
+        (constexprs included) passed positionally, as with Triton's compiled kernels."""
+        grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+
+        def runner(*args: Any, stream: Any = None) -> None:
+            if len(args) != len(self.signature):
+                raise NaiadError(f"{self.name}: a compiled kernel takes all {len(self.signature)} "
+                                 f"parameters positionally, constexprs included; {len(args)} given")
+            self.launch(self._driver(), grid, list(args))
+        return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
         self.load(driver)

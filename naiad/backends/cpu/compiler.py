@@ -133,7 +133,7 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
                               llvm.get_process_triple(), str(machine.target_data), options.debug)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
-    metadata["shared"] = 0
+    metadata["shared"] = lowering.scratch_bytes
     metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
     metadata["debug_accesses"] = lowering.debug_accesses
     parsed = llvm.parse_assembly(str(llmod))

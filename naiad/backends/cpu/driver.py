@@ -220,7 +220,7 @@ class CPUDriver(DriverBase):
 
     def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
         loaded = LoadedObject(binary)
-        return loaded, loaded.grid, 0, 0, 1
+        return loaded, loaded.grid, vector_registers(), 0, 1
 
     def unload_module(self, module: Any) -> None:
         """MCJIT frees the code with its engine, when ``module`` is garbage-collected."""
@@ -229,9 +229,14 @@ class CPUDriver(DriverBase):
         """``signature``: (name, Triton type string) for every parameter, constexprs included."""
         return CPULauncher(metadata["name"], signature, metadata, self.threads(), self._thread_pool)
 
-    def get_device_properties(self, device: int) -> dict[str, Any]:
-        return {"max_shared_mem": 0, "multiprocessor_count": os.cpu_count() or 1,
-                "max_num_regs": 0, "warpSize": 1}
+    def get_device_properties(self, device: int | None = None) -> dict[str, Any]:
+        """The host seen through Triton's GPU occupancy model (see docs/CPU.md): an "SM" is a
+        worker thread, a warp is one program (warpSize 1), "shared memory" is the per-core L2
+        cache that a program's scratch buffers (``metadata.shared``) should fit in, and a kernel
+        uses every vector register (``n_regs``), with room for 32 resident programs per core."""
+        return {"max_shared_mem": l2_cache_bytes(), "multiprocessor_count": self.threads(),
+                "max_num_regs": 32 * vector_registers(), "warpSize": 1,
+                "max_threads_per_sm": 32}
 
     def get_active_torch_device(self) -> Any:
         try:
@@ -250,6 +255,30 @@ class CPUDriver(DriverBase):
 
     def clear_cache(self, cache: Any) -> None:
         cache.fill(0)
+
+
+def vector_registers() -> int:
+    """Vector registers of the host ISA: 32 with AVX-512 or on AArch64, 16 otherwise."""
+    from naiad.backends.cpu.target import host_features, vector_bytes
+
+    return 32 if vector_bytes(host_features()) == 64 or _is_arm() else 16
+
+
+def _is_arm() -> bool:
+    import platform
+
+    return platform.machine().lower() in ("arm64", "aarch64")
+
+
+def l2_cache_bytes() -> int:
+    """The L2 cache of CPU 0 from sysfs (Linux); 1 MiB where the system does not say."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            text = f.read().strip().upper()
+    except OSError:
+        return 1 << 20
+    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+    return int(text.rstrip("KM")) * scale
 
 
 class HostEvent:

@@ -57,6 +57,8 @@ class KernelLowering:
         self.position = 0
         #: Debug mode: one entry per checked memory access (kind, file, line, argument).
         self.debug_accesses: list[dict] = []
+        #: Bytes of stack buffers for materialized tensors: the kernel's "shared memory".
+        self.scratch_bytes = 0
         self.debug_ranges: tuple[ir.Value, ir.Value] | None = None
 
     # -- entry ------------------------------------------------------------------------------
@@ -178,6 +180,7 @@ class KernelLowering:
         count = numel(mlir_type)
         ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
         ptr.align = 64
+        self.scratch_bytes += count * lt.byte_size(storage)
         return Buffer(lt.opaque(self.alloca_builder, ptr), mlir_type)
 
     def constant_buffer(self, values: list, mlir_type: Any) -> Buffer:
