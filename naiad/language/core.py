@@ -143,6 +143,10 @@ class tensor:
     def __repr__(self) -> str:
         return f"tensor<{self.type}>"
 
+    def __str__(self) -> str:
+        """What ``static_print`` shows, as Triton: ``int32[constexpr[128]]``."""
+        return f"{self.dtype}[{', '.join(f'constexpr[{d}]' for d in self.shape)}]"
+
     def __bool__(self) -> bool:
         raise TypeError("the truth value of a runtime tensor is unknown at compile time -- fix: "
                         "use it in an 'if' condition directly, or compare explicitly")
@@ -233,7 +237,7 @@ TENSOR_MEMBERS = (
     "atomic_and", "atomic_or", "atomic_xor", "reduce", "associative_scan", "cdiv", "sigmoid",
     "softmax", "ravel", "max", "min", "argmax", "argmin", "sum", "xor_sum", "reduce_or",
     "cumsum", "cumprod", "sort", "flip", "gather", "histogram", "exp", "exp2", "log", "log2",
-    "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil")
+    "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil", "item")
 for _name in TENSOR_MEMBERS:
     setattr(tensor, _name, _member(_name))
 tensor.to = _member("cast")   # x.to(dtype, fp_downcast_rounding, bitcast)
@@ -278,18 +282,18 @@ class static_range:
 # -- programs, ranges and creation ----------------------------------------------------------
 @builtin
 def program_id(axis: Any) -> tensor:
-    return _sem().program_id(_axis(axis))
+    return _sem().program_id(_axis(axis, "program_id"))
 
 
 @builtin
 def num_programs(axis: Any) -> tensor:
-    return _sem().num_programs(_axis(axis))
+    return _sem().num_programs(_axis(axis, "num_programs"))
 
 
-def _axis(axis: Any) -> int:
+def _axis(axis: Any, what: str) -> int:
     axis = _unwrap(axis)
     if axis not in (0, 1, 2):
-        raise ValueError(f"axis must be 0, 1 or 2, not {axis!r}")
+        raise ValueError(f"{what} axis must be 0, 1, or 2 but got {axis!r}")
     return axis
 
 
@@ -556,9 +560,15 @@ def dot(input: tensor, other: tensor, acc: Any = None, input_precision: Any = No
 
 
 @builtin
-def dot_scaled(*args: Any, **kwargs: Any) -> None:
-    raise NotImplementedError("tl.dot_scaled is not supported by Naiad yet -- fix: dequantize "
-                              "the operands and use tl.dot")
+def dot_scaled(lhs: tensor, lhs_scale: Any, lhs_format: Any, rhs: tensor, rhs_scale: Any,
+               rhs_format: Any, acc: Any = None, fast_math: Any = False, lhs_k_pack: Any = True,
+               rhs_k_pack: Any = True, out_dtype: Any = float32) -> tensor:
+    """Microscaled (MX) matrix product, emulated in fp32: `naiad.language.scaled_dot`."""
+    from naiad.language import scaled_dot
+    return scaled_dot.dot_scaled(_sem(), lhs, _opt(lhs_scale), _unwrap(lhs_format), rhs,
+                                 _opt(rhs_scale), _unwrap(rhs_format), _opt(acc),
+                                 bool(_unwrap(fast_math)), bool(_unwrap(lhs_k_pack)),
+                                 bool(_unwrap(rhs_k_pack)), _unwrap(out_dtype))
 
 
 # -- reductions and scans ----------------------------------------------------------------------

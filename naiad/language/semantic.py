@@ -848,9 +848,13 @@ class Semantic:
 
     # -- debugging and hints ------------------------------------------------------------------------------
     def device_print(self, prefix: str, args: list[tensor], hex: bool) -> None:
-        """``tt.print``; as in Triton a prefix followed by values reads " prefix: "."""
+        """``tt.print``; as in Triton a prefix followed by values ends in ": " (its last
+        character, if not a space, is kept: "x:" and "x " both read "x: "), and a prefix longer
+        than two characters starts with a space."""
+        if args and not prefix.endswith(" "):
+            prefix += " "
         if args and not prefix.endswith(": "):
-            prefix = prefix.rstrip(" ") + ": "
+            prefix = prefix[:-1] + ": "
         if len(prefix) > 2 and not prefix.startswith(" "):
             prefix = " " + prefix
         signed = [1 if a.dtype.is_int_signed() else 0 for a in args]

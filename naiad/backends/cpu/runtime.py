@@ -19,7 +19,7 @@ from typing import Any
 from naiad.errors import NaiadError
 
 #: Value kinds passed to naiad_print (bits travel in an int64).
-KIND_SIGNED, KIND_UNSIGNED, KIND_FLOAT32, KIND_FLOAT64, KIND_FLOAT16, KIND_BFLOAT16 = range(6)
+KIND_SIGNED, KIND_UNSIGNED, KIND_FLOAT32, KIND_FLOAT64, KIND_FLOAT16, KIND_BFLOAT16, KIND_POINTER = range(7)
 
 
 class DeviceAssertionError(NaiadError, AssertionError):
@@ -35,7 +35,7 @@ _reports: list[tuple[str, tuple]] = []
 
 
 def _decode(kind: int, bits: int) -> Any:
-    if kind == KIND_SIGNED:
+    if kind in (KIND_SIGNED, KIND_POINTER):
         return bits
     if kind == KIND_UNSIGNED:
         return bits & 0xFFFFFFFFFFFFFFFF
@@ -48,16 +48,41 @@ def _decode(kind: int, bits: int) -> Any:
     return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
 
 
-def _print(prefix: bytes, x: int, y: int, z: int, index: int, numel: int, operand: int,
-           kind: int, bits: int, hexadecimal: int) -> None:
-    value = _decode(kind, bits)
-    text = f"0x{value & 0xFFFFFFFFFFFFFFFF:x}" if hexadecimal and isinstance(value, int) else \
-        (f"{value}" if isinstance(value, int) else f"{value:.6f}")
+def _format(value: Any, kind: int, width: int, hexadecimal: bool) -> str:
+    """One value as Triton's GPU printf shows it: %d/%u, %f (6 decimals), %a for hex floats,
+    zero-padded %x of the type's width for hex integers, 0x... for pointers."""
+    if kind == KIND_POINTER:
+        return f"0x{value & 0xFFFFFFFFFFFFFFFF:x}"
+    if isinstance(value, float):
+        return value.hex() if hexadecimal else f"{value:.6f}"
+    if hexadecimal:
+        return f"0x{value & ((1 << width) - 1):0{max(1, width // 4)}x}"
+    return f"{value}"
+
+
+def _index_text(index: int, shape: str) -> str:
+    """``idx (i, j)`` for the element at flat ``index`` of a tensor of ``shape`` ("64,128";
+    "" for a scalar); each index is padded to the digits of its dimension's last index."""
+    dims = [int(d) for d in shape.split(",")] if shape else []
+    parts = []
+    for dim in reversed(dims):
+        index, i = divmod(index, dim)
+        parts.append(f"{i:>{len(str(dim - 1))}}")
+    return f"idx ({', '.join(reversed(parts))})"
+
+
+def _print(prefix: bytes, x: int, y: int, z: int, index: int, shape: bytes, operand: int,
+           kind: int, bits: int, flags: int) -> None:
+    """One line of device_print.  ``shape`` is None for a print without values; ``flags`` holds
+    hex (bit 0) and the value's bit width (bits 1...)."""
     where = f"pid ({x}, {y}, {z})"
-    if numel > 1:
-        where += f" idx ({index:>3})"
+    text = prefix.decode(errors="replace")
+    if shape is None:
+        sys.stdout.write(f"{where}{text}\n")
+        return
+    value = _format(_decode(kind, bits), kind, flags >> 1, bool(flags & 1))
     operand_text = f"(operand {operand}) " if operand >= 0 else ""
-    sys.stdout.write(f"{where} {prefix.decode(errors='replace')}{operand_text}{text}\n")
+    sys.stdout.write(f"{where} {_index_text(index, shape.decode())}{text}{operand_text}{value}\n")
 
 
 def _assert_fail(message: bytes, file: bytes, line: int, x: int, y: int, z: int) -> None:
@@ -72,7 +97,7 @@ def _out_of_bounds(access: int, address: int, x: int, y: int, z: int) -> None:
 
 
 PRINT = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                         ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                         ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
                          ctypes.c_int64, ctypes.c_int32)(_print)
 ASSERT_FAIL = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32,
                                ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(_assert_fail)

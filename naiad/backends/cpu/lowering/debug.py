@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import FileLineColLoc, TensorType
 from naiad.backends.cpu import runtime
 from naiad.backends.cpu.lowering.tiles import numel
 from naiad.codegen import llvm_types as lt
+from naiad.ir.types import PointerType
 
 _KINDS = {lt.F32: runtime.KIND_FLOAT32, lt.F64: runtime.KIND_FLOAT64, lt.F16: runtime.KIND_FLOAT16}
 
@@ -42,47 +43,53 @@ def _string(kernel: Any, text: str) -> ir.Value:
     return lt.opaque(kernel.b, glob)
 
 
-def _as_bits(kernel: Any, value: ir.Value, mlir_type: Any, signed: bool) -> tuple[ir.Value, int]:
-    """(int64 carrying the value's bits or integer value, its kind for the printer)."""
+def _as_bits(kernel: Any, value: ir.Value, mlir_type: Any, signed: bool) -> tuple[ir.Value, int, int]:
+    """(int64 carrying the value's bits or integer value, its kind for the printer, bit width)."""
     b = kernel.b
+    element = lt.element(mlir_type)
     storage = lt.scalar(mlir_type)
+    if isinstance(element, PointerType):
+        return value, runtime.KIND_POINTER, 64
     if lt.is_bf16(mlir_type):
-        return b.zext(value, lt.I64), runtime.KIND_BFLOAT16
+        return b.zext(value, lt.I64), runtime.KIND_BFLOAT16, 16
     if storage in _KINDS:
         width = lt.byte_size(storage) * 8
         bits = b.bitcast(value, ir.IntType(width))
-        return (b.zext(bits, lt.I64) if width < 64 else bits), _KINDS[storage]
-    if storage.width < 64:
-        value = b.sext(value, lt.I64) if signed and storage.width > 1 else b.zext(value, lt.I64)
-    return value, runtime.KIND_SIGNED if signed else runtime.KIND_UNSIGNED
+        return (b.zext(bits, lt.I64) if width < 64 else bits), _KINDS[storage], width
+    width = storage.width
+    if width < 64:
+        value = b.sext(value, lt.I64) if signed and width > 1 else b.zext(value, lt.I64)
+    return value, runtime.KIND_SIGNED if signed else runtime.KIND_UNSIGNED, width
 
 
 def lower_print(kernel: Any, op: Any) -> None:
+    """One call into the runtime per element: (prefix, pid, flat index, shape text, operand
+    number or -1, kind, bits, hex | width << 1); a print without values passes a null shape."""
     fn = lt.function(kernel.llmod, "naiad_print", lt.VOID,
-                     [lt.PTR] + [lt.I32] * 6 + [lt.I32, lt.I64, lt.I32])
+                     [lt.PTR] + [lt.I32] * 4 + [lt.PTR] + [lt.I32] * 2 + [lt.I64, lt.I32])
     prefix = _string(kernel, op.prefix.data)
-    hexadecimal = ir.Constant(lt.I32, int(bool(op.hex.value.data)))
+    hexadecimal = int(bool(op.hex.value.data))
     signed = list(op.isSigned.get_values())
     args = list(op.args)
+    zero = ir.Constant(lt.I32, 0)
     if not args:
-        kernel.b.call(fn, [prefix, *kernel.program_ids, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 1),
-                           ir.Constant(lt.I32, -1), ir.Constant(lt.I32, runtime.KIND_SIGNED),
-                           ir.Constant(lt.I64, 0), hexadecimal])
+        kernel.b.call(fn, [prefix, *kernel.program_ids, zero, ir.Constant(lt.PTR, None), ir.Constant(lt.I32, -1),
+                           zero, ir.Constant(lt.I64, 0), zero])
         return
     for position, value in enumerate(args):
         is_signed = bool(signed[position]) if position < len(signed) else True
         operand = ir.Constant(lt.I32, position if len(args) > 1 else -1)
-        count = numel(value.type) if isinstance(value.type, TensorType) else 1
+        is_tensor = isinstance(value.type, TensorType)
+        shape = _string(kernel, ",".join(str(d) for d in value.type.get_shape()) if is_tensor else "")
 
-        def element(index: ir.Value, value=value, operand=operand, count=count,
-                    is_signed=is_signed) -> None:
-            held = kernel.chunks.value_at(value, index, 1) if count > 1 or \
-                isinstance(value.type, TensorType) else kernel.scalar(value)
-            bits, kind = _as_bits(kernel, held, value.type, is_signed)
-            kernel.b.call(fn, [prefix, *kernel.program_ids, index, ir.Constant(lt.I32, count),
-                               operand, ir.Constant(lt.I32, kind), bits, hexadecimal])
+        def element(index: ir.Value, value=value, operand=operand, shape=shape,
+                    is_signed=is_signed, is_tensor=is_tensor) -> None:
+            held = kernel.chunks.value_at(value, index, 1) if is_tensor else kernel.scalar(value)
+            bits, kind, width = _as_bits(kernel, held, value.type, is_signed)
+            kernel.b.call(fn, [prefix, *kernel.program_ids, index, shape, operand, ir.Constant(lt.I32, kind),
+                               bits, ir.Constant(lt.I32, hexadecimal | width << 1)])
 
-        kernel.counted_loop(count, element)
+        kernel.counted_loop(numel(value.type) if is_tensor else 1, element)
 
 
 def lower_assert(kernel: Any, op: Any) -> None:
