@@ -9,7 +9,9 @@ One `CodeGenerator` walks one function's AST for one specialization.  Values in 
 
 Control flow with a compile-time condition is resolved here (only one branch is generated);
 with a runtime condition it becomes ``scf.if`` / ``scf.for`` / ``scf.while`` whose results carry
-the variables the body assigns.  Calls to other ``@jit`` functions become ``tt.call`` of a
+the variables the body assigns.  A runtime ``if`` holding a ``return`` ends the function in
+both branches: each branch is followed by the rest of the function (see `returning_if`), so
+every function still has one ``tt.return`` and only structured control flow.  Calls to other ``@jit`` functions become ``tt.call`` of a
 function generated for that specialization (tuples holding tensors are passed flattened); the
 shared inliner pass inlines them later unless they are ``noinline``.  Loops over
 ``tl.static_range`` or a tuple are unrolled here.
@@ -23,16 +25,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import operator
 import os
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
 from naiad import knobs
 from naiad.errors import NaiadError
 from naiad.compiler.errors import (CompilationError, CompileTimeAssertionFailure,
                                    UnsupportedLanguageConstruct)
-from naiad.language import core
+from naiad.language import core, standard
 from naiad.language.core import constexpr, tensor
 from naiad.language.semantic import type_name
 from naiad.runtime.jit import JITFunction
@@ -88,9 +92,21 @@ _UNSUPPORTED = {
     ast.NamedExpr: ("':=' expressions", "assign the value in a statement of its own first"),
 }
 
+#: As in Triton, a function may end inside a runtime ``if`` but not inside a runtime loop.
+_RETURN_IN_LOOP = ("'return' inside a runtime for/while loop is not supported -- fix: assign "
+                   "the result to a variable, end the loop (e.g. through a while condition), "
+                   "and return after it")
+
 
 class _ReturnSignal(Exception):
-    """Raised after a ``return`` at the top level of a function body: stop generating."""
+    """Raised by ``return``: stop generating; ``value`` is what the function returns.
+
+    It is caught where the function (or a branch of a `CodeGenerator.returning_if`) ends.
+    """
+
+    def __init__(self, value: Any):
+        super().__init__()
+        self.value = value
 
 
 def _unwrap(value: Any) -> Any:
@@ -120,7 +136,16 @@ class CodeGenerator(ast.NodeVisitor):
         # Names assigned only inside a runtime if branch or loop body, which therefore do not
         # exist after it: name -> (where, node), to explain a later "not defined".
         self.scoped_out: dict[str, tuple[str, ast.AST]] = {}
-        self.return_values: list[Any] | None = None
+        # Names declared without a value (``d0: tl.constexpr``): their next assignment keeps
+        # the value a compile-time one.
+        self.pending_annotations: dict[str, Any] = {}
+        # What is left to generate after the statement being generated, innermost last: one
+        # callable per enclosing statement list and unrolled loop (see `returning_if`).
+        self.continuation: list[Any] = []
+        self.loop_depth = 0         # runtime for/while bodies around the insertion point
+        #: The returned value with an `ArgSlot` for each ``tt.return`` operand (callers rebuild
+        #: the value from the call's results with `_fill`).
+        self.return_template: Any = None
         self.func_op: Any = None
         self._node: ast.AST | None = None
 
@@ -181,7 +206,9 @@ class CodeGenerator(ast.NodeVisitor):
         except Exception as e:
             if knobs.compilation.frontend_debug:
                 raise
-            raise self.error(_describe(e), node) from None
+            # The language layer's exception stays reachable as the cause (Triton's tests read
+            # it); without its traceback it prints as one line.
+            raise self.error(_describe(e), node) from e.with_traceback(None)
         finally:
             self._node = outer
 
@@ -244,34 +271,50 @@ class CodeGenerator(ast.NodeVisitor):
             else:
                 self.lscope[p.name] = _fill(templates[p.num], args)
         with self.builder.at_end(block):
-            try:
-                self.visit_body(node.body)
-            except _ReturnSignal:
-                pass
-            if self.return_values is None:
-                self.return_values = []
-                self.builder.ret([])
+            self.emit_return(self.run_to_return(node.body))
 
     def visit_body(self, statements: list[ast.stmt]) -> None:
         """Generate statements in order; a ``return`` ends generation (as in Triton, code after
-        it is never compiled)."""
-        for stmt in statements:
-            self.visit(stmt)
+        it is never compiled).  While a statement is generated, what follows it is on
+        `continuation`."""
+        for i, stmt in enumerate(statements):
+            self.continuation.append(functools.partial(self.visit_body, statements[i + 1:]))
+            try:
+                self.visit(stmt)
+            finally:
+                self.continuation.pop()
+
+    def run_to_return(self, statements: list[ast.stmt]) -> Any:
+        """Generate ``statements`` and, when they fall through, the rest of the function (the
+        continuation); the value the function returns on this path (None when it falls off
+        the end)."""
+        try:
+            self.visit_body(statements)
+            frames = self.continuation
+            try:
+                for depth in reversed(range(len(frames))):
+                    self.continuation = frames[:depth]
+                    frames[depth]()
+            finally:
+                self.continuation = frames
+        except _ReturnSignal as signal:
+            return signal.value
+        return None
 
     def visit_Return(self, node: ast.Return) -> None:
-        value = self.visit(node.value) if node.value is not None else None
-        value = _unwrap(value)
-        values = list(value) if isinstance(value, (tuple, list)) else ([] if value is None else [value])
-        runtime = [self.materialize(v, node) for v in values]
-        if self.builder.block_depth() != 0:
-            raise self.error("'return' inside a runtime if/for/while is not supported -- fix: "
-                             "assign the result to a variable and return once at the end", node)
-        if self.is_kernel and runtime:
+        if self.loop_depth:
+            raise self.error(_RETURN_IN_LOOP, node, UnsupportedLanguageConstruct)
+        value = None if node.value is None else self.visit(node.value)
+        if self.is_kernel and _unwrap(value) is not None:
             raise self.error("a kernel cannot return a value -- fix: store results through a "
                              "pointer argument", node)
-        self.return_values = runtime
-        self.builder.ret([v.handle for v in runtime])
-        raise _ReturnSignal()
+        raise _ReturnSignal(value)
+
+    def emit_return(self, value: Any) -> None:
+        """End the function with ``tt.return`` of the tensors in ``value``; compile-time parts
+        (numbers, None, dtypes, the shape of a tuple) stay in `return_template`, as in Triton."""
+        self.return_template, tensors = _template(value)
+        self.builder.ret([t.handle for t in tensors])
 
     def materialize(self, value: Any, node: ast.AST) -> tensor:
         if isinstance(value, tensor):
@@ -295,8 +338,12 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         annotation = self.visit(node.annotation)
-        if node.value is None:
-            raise self.error("a declaration needs a value -- fix: write `x: tl.constexpr = 4`", node)
+        if node.value is None:        # `d0: tl.constexpr`, then `d0, d1 = shape`
+            if not isinstance(node.target, ast.Name):
+                raise self.error(f"cannot declare {ast.unparse(node.target)} -- fix: declare a "
+                                 f"plain name", node)
+            self.pending_annotations[node.target.id] = annotation
+            return
         value = self.visit(node.value)
         if annotation is constexpr:
             if isinstance(value, tensor):
@@ -313,6 +360,13 @@ class CodeGenerator(ast.NodeVisitor):
         self.assign(node.target, value)
 
     def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name) and \
+                self.pending_annotations.pop(target.id, None) is constexpr:
+            if _is_runtime(value):
+                raise self.error(f"{target.id} is declared tl.constexpr but its value is only "
+                                 f"known at run time", target)
+            self.lscope[target.id] = value if isinstance(value, constexpr) else constexpr(value)
+            return
         if isinstance(target, ast.Name):
             value = _unwrap(value)
             if value is not None and isinstance(value, (int, float, bool)) and \
@@ -354,10 +408,73 @@ class CodeGenerator(ast.NodeVisitor):
             branch = node.body if _unwrap(cond) else node.orelse
             self.visit_body(branch)
             return
-        self.runtime_if(cond, node)
+        cond = self.condition(cond, node)
+        if any(isinstance(n, ast.Return) for n in ast.walk(node)):
+            self.returning_if(cond, node)
+        else:
+            self.runtime_if(cond, node)
+
+    def condition(self, cond: tensor, node: ast.AST) -> tensor:
+        """A runtime if/while condition as a scalar i1.  A one-element block is first turned
+        into its element, with a warning, as Triton does."""
+        if cond.type.is_block() and cond.numel == 1:
+            test = ast.unparse(node.test)
+            warnings.warn_explicit(f"the condition `{test}` is a one-element block, not a "
+                                   f"scalar -- fix: write `({test}).item()`", UserWarning,
+                                   self.fn.filename, self.line(node))
+            cond = self.call(standard.item, [cond], {}, node)
+        return self.semantic.to_condition(cond)
+
+    def returning_if(self, cond: tensor, node: ast.If) -> None:
+        """A runtime ``if`` that holds a ``return``: the function ends in one of its branches.
+
+        Each branch is generated followed by the rest of the function (the continuation), so
+        both end with the value the function returns on that path; the ``scf.if`` yields those
+        values and the function returns its results.  Code after the ``if`` is thus generated
+        once per branch that reaches it.  Inside a runtime loop this is an error, as in Triton.
+        """
+        if self.loop_depth:
+            raise self.error(_RETURN_IN_LOOP, node, UnsupportedLanguageConstruct)
+        before = dict(self.lscope)
+        blocks, returned = [], []
+        for body in (node.body, node.orelse):
+            self.lscope = dict(before)
+            with self.builder.detached_block() as block:
+                returned.append(self.run_to_return(body))
+            blocks.append(block)
+        self.lscope = before
+        template, pairs = self.merge_returns(*returned, blocks, node)
+        results = self.builder.create_if(
+            cond.handle, [self.semantic.ir_type(a.type) for a, _ in pairs],
+            blocks[0], [a.handle for a, _ in pairs], blocks[1], [b.handle for _, b in pairs])
+        raise _ReturnSignal(_fill(template, iter(results)))
+
+    def merge_returns(self, a: Any, b: Any, blocks: list, node: ast.AST
+                      ) -> tuple[Any, list[tuple[tensor, tensor]]]:
+        """The template of what two branches return, and the (then, else) tensor pairs the
+        ``scf.if`` must yield.  Triton's rules: tuples merge element by element; an equal
+        compile-time value stays compile-time; otherwise both sides become runtime values
+        (in their own branch) and must have the same type."""
+        a, b = _unwrap_sequence(a), _unwrap_sequence(b)
+        if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+            if type(a) is not type(b) or len(a) != len(b):
+                raise self.error(_return_mismatch(a, b), node)
+            parts = [self.merge_returns(x, y, blocks, node) for x, y in zip(a, b)]
+            return _rebuild(a, [t for t, _ in parts]), [p for _, ps in parts for p in ps]
+        if not _is_runtime(a) and not _is_runtime(b) and _same_constant(a, b):
+            return a, []
+        if _unwrap(a) is None or _unwrap(b) is None or \
+                not all(_is_runtime(v) or isinstance(_unwrap(v), (bool, int, float)) for v in (a, b)):
+            raise self.error(_return_mismatch(a, b), node)
+        with self.builder.at_end(blocks[0]):
+            a = self.materialize(a, node)
+        with self.builder.at_end(blocks[1]):
+            b = self.materialize(b, node)
+        if a.type != b.type:
+            raise self.error(_return_mismatch(a, b), node)
+        return ArgSlot(a.type), [(a, b)]
 
     def runtime_if(self, cond: tensor, node: ast.If) -> None:
-        cond = self.semantic.to_condition(cond)
         before = dict(self.lscope)
         then_scope, then_ops = self.generate_branch(node.body, before)
         else_scope, else_ops = self.generate_branch(node.orelse, before)
@@ -420,9 +537,7 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(iterator, core.static_range):
             iterator = tuple(constexpr(i) for i in range(iterator.start, iterator.end, iterator.step))
         if isinstance(iterator, (tuple, list)):       # unrolled at compile time
-            for value in iterator:
-                self.bind(node.target, value)
-                self.visit_body(node.body)
+            self.unroll(node, list(iterator))
             return
         if not isinstance(iterator, core.range):
             raise self.error("kernels loop only over range(...), tl.range(...), "
@@ -432,7 +547,27 @@ class CodeGenerator(ast.NodeVisitor):
         if all(not _is_runtime(b) for b in bounds) and _unwrap(iterator.step) == 0:
             raise self.error("range() step must not be zero", node.iter)
         lb, ub, step = self.semantic.loop_bounds(*bounds)
-        self.loop(node, var, lb, ub, step, iterator)
+        with self.runtime_loop():
+            self.loop(node, var, lb, ub, step, iterator)
+
+    def unroll(self, node: ast.For, values: list) -> None:
+        """Generate the body once per value; the later iterations are on `continuation`."""
+        for i, value in enumerate(values):
+            self.continuation.append(functools.partial(self.unroll, node, values[i + 1:]))
+            try:
+                self.bind(node.target, value)
+                self.visit_body(node.body)
+            finally:
+                self.continuation.pop()
+
+    @contextlib.contextmanager
+    def runtime_loop(self) -> Iterator[None]:
+        """Mark the generation of a runtime loop (where ``return`` is an error)."""
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
 
     def loop(self, node: ast.For, var: str, lb: tensor, ub: tensor, step: tensor,
              iterator: Any) -> None:
@@ -497,6 +632,10 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error("'while ... else' is not supported", node, UnsupportedLanguageConstruct)
+        with self.runtime_loop():
+            self.runtime_while(node)
+
+    def runtime_while(self, node: ast.While) -> None:
         before = dict(self.lscope)
         carried = self.carried_names(node.body, before)
         init = [before[n] for n in carried]
@@ -508,7 +647,7 @@ class CodeGenerator(ast.NodeVisitor):
             cond = self.visit(node.test)
             if not _is_runtime(cond):
                 cond = self.semantic.to_tensor(bool(_unwrap(cond)))
-            return self.semantic.to_condition(cond).handle
+            return self.condition(cond, node).handle
 
         def body(block_args):
             self.lscope = dict(before)
@@ -607,20 +746,32 @@ class CodeGenerator(ast.NodeVisitor):
         cond = self.visit(node.test)
         if not _is_runtime(cond):
             return self.visit(node.body if _unwrap(cond) else node.orelse)
-        cond = self.semantic.to_condition(cond)
+        cond = self.condition(cond, node)
         before = dict(self.lscope)
-        with self.builder.detached_block() as then_block:
-            then_value = self.materialize(self.visit(node.body), node.body)
-        with self.builder.detached_block() as else_block:
-            else_value = self.materialize(self.visit(node.orelse), node.orelse)
+        blocks, values = [], []
+        for side in (node.body, node.orelse):
+            with self.builder.detached_block() as block:
+                values.append(self.visit(side))
+            blocks.append(block)
         self.lscope = before
+        if all(_unwrap(v) is None for v in values):     # `tl.store(...) if c else tl.store(...)`
+            self.builder.create_if(cond.handle, [], blocks[0], [], blocks[1], [])
+            return None
+        if any(_unwrap(v) is None for v in values):
+            raise self.error("one side of the conditional expression has no value (it is a call "
+                             "like tl.store) and the other has one -- fix: give both sides a "
+                             "value, or use an if statement", node)
+        for i, (block, side) in enumerate(zip(blocks, (node.body, node.orelse))):
+            with self.builder.at_end(block):
+                values[i] = self.materialize(values[i], side)
+        then_value, else_value = values
         if then_value.type != else_value.type:
             raise self.error(f"the two sides of the conditional expression have types "
                              f"{type_name(then_value.type)} and {type_name(else_value.type)} -- "
                              f"fix: cast one side", node)
         (result,) = self.builder.create_if(cond.handle, [self.semantic.ir_type(then_value.type)],
-                                           then_block, [then_value.handle],
-                                           else_block, [else_value.handle])
+                                           blocks[0], [then_value.handle],
+                                           blocks[1], [else_value.handle])
         return tensor(result, then_value.type)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
@@ -696,6 +847,10 @@ class CodeGenerator(ast.NodeVisitor):
         result = fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
         return constexpr(result) if isinstance(result, (int, float, bool, str)) else result
 
+    def call_namedtuple(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        """``Point(x=a, y=b)``: a namedtuple class builds a tuple of the values, tensors or not."""
+        return fn(*args, **kwargs)
+
     def call_python_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
         if fn is print:     # print("x", x) is tl.device_print("x", x); print(x) has no prefix
             args = args if args and not _is_runtime(args[0]) else [constexpr(""), *args]
@@ -726,6 +881,10 @@ def _is_compile_time_callable(fn: Any) -> bool:
         or isinstance(fn, core.dtype) or _is_dtype_class(fn) or _is_value_method(fn)
 
 
+def _is_namedtuple_class(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
 #: (does it accept fn, how to call it), in order of precedence.
 _CALLABLES = [
     (lambda fn: isinstance(fn, JITFunction), CodeGenerator.call_jit),
@@ -733,6 +892,7 @@ _CALLABLES = [
     (lambda fn: any(fn is b for b in _PYTHON_BUILTINS), CodeGenerator.call_python_builtin),
     (lambda fn: isinstance(fn, type) and issubclass(fn, (core.range, core.static_range)),
      CodeGenerator.call_range),
+    (_is_namedtuple_class, CodeGenerator.call_namedtuple),
     (_is_compile_time_callable, CodeGenerator.call_at_compile_time),
 ]
 
@@ -782,12 +942,26 @@ class ArgSlot:
 
 def _template(value: Any) -> tuple[Any, list[tensor]]:
     """Split an argument into its template and the tensors it holds, in order."""
+    value = _unwrap_sequence(value)
     if isinstance(value, tensor):
         return ArgSlot(value.type), [value]
     if isinstance(value, (tuple, list)):
         parts = [_template(v) for v in value]
-        return type(value)(t for t, _ in parts), [x for _, xs in parts for x in xs]
+        return _rebuild(value, [t for t, _ in parts]), [x for _, xs in parts for x in xs]
     return value, []
+
+
+def _unwrap_sequence(value: Any) -> Any:
+    """A constexpr holding a tuple (``(a, b) + (c,)`` computes one) is that tuple."""
+    inner = _unwrap(value)
+    return inner if isinstance(inner, (tuple, list)) else value
+
+
+def _rebuild(like: Any, items: list) -> Any:
+    """A tuple, list or namedtuple of the same kind as ``like`` holding ``items``."""
+    if _is_namedtuple_class(type(like)):
+        return type(like)(*items)
+    return type(like)(items)
 
 
 def _as_template(ty: Any) -> Any:
@@ -812,8 +986,17 @@ def _fill(template: Any, args: Any) -> Any:
     if isinstance(template, ArgSlot):
         return tensor(next(args), template.ty)
     if isinstance(template, (tuple, list)):
-        return type(template)(_fill(v, args) for v in template)
+        return _rebuild(template, [_fill(v, args) for v in template])
     return template
+
+
+def _return_mismatch(a: Any, b: Any) -> str:
+    def describe(value: Any) -> str:
+        return "nothing" if _unwrap(value) is None else _describe_value(value)
+
+    return (f"this function returns {describe(a)} on one path and {describe(b)} on another -- "
+            f"fix: return values of the same types on every path (cast with .to(...) where "
+            f"needed)")
 
 
 def _same_constant(a: Any, b: Any) -> bool:
@@ -913,11 +1096,8 @@ class ModuleContext:
                 with self.semantic.builder.at_module_end():
                     func_op = generator.generate()
             except CompilationError as e:
-                raise caller.callee_error(e, fn, node) from None
-            self.functions[key] = (func_op, generator.return_values)
+                raise caller.callee_error(e, fn, node) from e.__cause__
+            self.functions[key] = (func_op, generator.return_template)
         func_op, returns = self.functions[key]
         results = self.semantic.builder.call(func_op, [v.handle for v in runtime])
-        out = [tensor(handle, r.type) for handle, r in zip(results, returns)]
-        if not out:
-            return None
-        return out[0] if len(out) == 1 else tuple(out)
+        return _fill(returns, iter(results))

@@ -49,7 +49,7 @@ def _user_facing(entry: Callable) -> Callable:
         except CompilationError as e:
             if knobs.compilation.frontend_debug:
                 raise
-            raise e.with_traceback(None) from None
+            raise e.with_traceback(None) from e.__cause__
     return wrapper
 
 
@@ -100,13 +100,14 @@ def _arg_types(fn: JITFunction, signature: dict[int, Any], constants: dict[int, 
 
 
 def _template(text: Any, path: tuple, constants: dict) -> Any:
-    """A parameter's dtype, or for a tuple signature the tuple of its elements: an `ArgSlot`
-    per runtime element, the value of each constexpr element (``constants[path]``)."""
+    """A parameter's dtype, or for a tuple signature the tuple (or namedtuple) of its elements:
+    an `ArgSlot` per runtime element, the value of each constexpr element (``constants[path]``)."""
     if not isinstance(text, tuple):
         return dtypes.str_to_ty(text)
-    return tuple(constexpr(constants[(*path, i)]) if t == "constexpr" else
-                 _template(t, (*path, i), constants) if isinstance(t, tuple) else
-                 ArgSlot(dtypes.str_to_ty(t)) for i, t in enumerate(text))
+    items = [constexpr(constants[(*path, i)]) if t == "constexpr" else
+             _template(t, (*path, i), constants) if isinstance(t, tuple) else
+             ArgSlot(dtypes.str_to_ty(t)) for i, t in enumerate(text)]
+    return type(text)(*items) if hasattr(text, "_fields") else tuple(items)
 
 
 def _options_for(fn: JITFunction, options: Any) -> Any:

@@ -6,6 +6,8 @@ the functions written in the language itself (reductions, softmax, sort) in
 Importing this package does not import the compiler (xDSL, llvmlite).
 """
 
+import builtins as _builtins
+
 from naiad.language import math, random
 from naiad.language.core import *  # noqa: F401,F403
 from naiad.language.core import (PropagateNan, TRITON_MAX_TENSOR_NUMEL, advance, arange,
@@ -22,8 +24,12 @@ from naiad.language.core import (PropagateNan, TRITON_MAX_TENSOR_NUMEL, advance,
                                  zeros, zeros_like)
 from naiad.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log,
                                  log2, rsqrt, sin, sqrt, sqrt_rn, umulhi)
-from naiad.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, flip, max, min, ravel,
-                                     reduce_or, sigmoid, softmax, sort, sum, swizzle2d, xor_sum)
+from naiad.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, flip, item, max, min,
+                                     ravel, reduce_or, sigmoid, softmax, sort, sum, swizzle2d,
+                                     xor_sum)
 from naiad.language.random import (pair_uniform_to_normal, philox, philox_impl, rand, rand4x,
                                    randint, randint4x, randn, randn4x, uint_to_uniform_float)
 from naiad.runtime.jit import constexpr_function
+
+#: Kernels hold tuples as Python tuples, so Triton's ``tl.tuple((a, b))`` is the builtin tuple.
+tuple = _builtins.tuple

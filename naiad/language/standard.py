@@ -219,6 +219,21 @@ def reduce_or(input, axis, keep_dims=False):
 
 
 @jit
+def _first(a, b):
+    return a
+
+
+@jit
+def item(input):
+    """The element of a one-element tensor as a scalar (Triton's ``x.item()``; a scalar stays
+    as it is).  A reduction over one element is that element, whatever its dtype."""
+    if len(input.shape) == 0:
+        return input
+    core.static_assert(input.numel == 1, "item() needs a tensor with exactly one element")
+    return core.reduce(input, None, _first)
+
+
+@jit
 def cumsum(input, axis=0, reverse=False, dtype: core.constexpr = None):
     input = _promote_bf16(input)
     out: core.constexpr = _sum_dtype(input.dtype, dtype)

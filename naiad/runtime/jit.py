@@ -69,12 +69,24 @@ def _annotation_text(annotation: Any) -> str:
             return ""
         if hasattr(dtypes, name) and isinstance(getattr(dtypes, name), dtypes.dtype):
             return dtypes.ty_to_str(getattr(dtypes, name))
-        return text
+        return _type_string_or_nothing(text)
     if getattr(annotation, "__name__", None) == "constexpr" or type(annotation).__name__ == "constexpr":
         return "constexpr"
     if isinstance(annotation, dtypes.dtype):
         return dtypes.ty_to_str(annotation)
-    return str(annotation)
+    return _type_string_or_nothing(str(annotation))
+
+
+def _type_string_or_nothing(text: str) -> str:
+    """``text`` if it is a type string ("i64", "*fp16"); "" for other annotations (a
+    namedtuple class, ``torch.Tensor``), which Triton ignores."""
+    from naiad.language import dtypes
+
+    try:
+        dtypes.str_to_ty(text)
+    except ValueError:
+        return ""
+    return text
 
 
 def _dlpack_view(arg: Any) -> Any:
@@ -148,7 +160,8 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
     ints equal to 1 become the constexpr 1; other ints are "i32", "i64" or "u64" by range with
     key "D" when divisible by 16; arrays are "*<dtype>" with key "D" when their address is
     16-byte aligned; floats are "fp32", bools "u1"; constexprs, None, dtypes and ``@jit``
-    functions are constexprs; tuples specialize element-wise.
+    functions are constexprs; tuples specialize element-wise (a namedtuple's types are held
+    in the same namedtuple class).
     """
     from naiad.language import core, dtypes
 
@@ -175,7 +188,10 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         return "constexpr", value
     if isinstance(value, tuple):
         pairs = [specialize(v, specialize_value=specialize_value, align=align) for v in value]
-        return tuple(t for t, _ in pairs), tuple(k for _, k in pairs)
+        types = [t for t, _ in pairs]
+        # A namedtuple's types keep its class, so that kernels can read its fields by name.
+        return (type(value)(*types) if hasattr(value, "_fields") else tuple(types),
+                tuple(k for _, k in pairs))
     pointer = data_pointer(value)
     if pointer is not None:
         ty = _array_type_string(value)

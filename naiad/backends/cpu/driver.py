@@ -45,9 +45,10 @@ class CPULauncher:
         self.name = name
         self.metadata = metadata
         self.debug = bool(metadata.get("debug"))
-        self.names = [name for name, ty in signature if ty != "constexpr"]
-        self.types = [ty for name, ty in signature if ty != "constexpr"]
-        self.runtime = [i for i, (_, ty) in enumerate(signature) if ty != "constexpr"]
+        slots = runtime_slots(signature)
+        self.names = [name for name, _, _ in slots]
+        self.types = [ty for _, ty, _ in slots]
+        self.runtime = [path for _, _, path in slots]
         self.packer = struct.Struct("<" + "".join(_slot(ty)[0] for ty in self.types))
         self.threads = threads
         self.pool = pool
@@ -55,8 +56,8 @@ class CPULauncher:
     def pack(self, args: Sequence[Any]) -> Any:
         """The argument slots of one launch (plus, in debug mode, the arrays' address ranges)."""
         values = []
-        for i, ty in zip(self.runtime, self.types):
-            value = args[i]
+        for path, ty in zip(self.runtime, self.types):
+            value = _argument(args, path)
             if ty.startswith("*"):
                 pointer = data_pointer(value)
                 value = 0 if value is None else pointer
@@ -74,9 +75,10 @@ class CPULauncher:
     def ranges(self, args: Sequence[Any]) -> list[tuple]:
         """(runtime index, name, start, end, element size) of every array argument."""
         out = []
-        for position, (i, ty) in enumerate(zip(self.runtime, self.types)):
-            if ty.startswith("*") and args[i] is not None:
-                start, end, size = array_extent(args[i])
+        for position, (path, ty) in enumerate(zip(self.runtime, self.types)):
+            array = _argument(args, path)
+            if ty.startswith("*") and array is not None:
+                start, end, size = array_extent(array)
                 out.append((position, self.names[position], start, end, size))
         return out
 
@@ -104,6 +106,31 @@ class CPULauncher:
         runtime.raise_reports(self.name, self.metadata, ranges)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+
+def runtime_slots(signature: Sequence[tuple[str, Any]]) -> list[tuple[str, str, tuple]]:
+    """(name, type string, path) of each argument the kernel receives, in order: constexprs
+    are left out and a tuple parameter gives its elements, flattened depth-first, as in the
+    kernel's own parameter list (``x[1][0]`` has path ``(i, 1, 0)``)."""
+    slots = []
+
+    def visit(name: str, ty: Any, path: tuple) -> None:
+        if isinstance(ty, tuple):
+            for i, element in enumerate(ty):
+                visit(f"{name}[{i}]", element, (*path, i))
+        elif ty != "constexpr":
+            slots.append((name, ty, path))
+
+    for i, (name, ty) in enumerate(signature):
+        visit(name, ty, (i,))
+    return slots
+
+
+def _argument(args: Sequence[Any], path: tuple) -> Any:
+    value = args[path[0]]
+    for i in path[1:]:
+        value = value[i]
+    return value
 
 
 def bf16_bits(value: float) -> int:
