@@ -113,8 +113,17 @@ def _make_ttir(module: Any) -> Any:
 
 
 def _make_ttgir(module: Any, target: GPUTarget) -> Any:
+    """Target attributes (one thread per program, no layouts), then reductions folded across
+    loops kept per vector lane until the loop ends (naiad/passes/reduce_locality.py)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, i32
 
+    from naiad.backends.cpu.target import host_features, vector_bytes
+    from naiad.passes import run_passes
+    from naiad.passes.reduce_locality import reduce_locality
+
+    if reduce_locality(module, vector_bytes(host_features())):
+        run_passes(module, ("cse", "dce"))
+        module.verify()
     module.attributes["ttg.num-warps"] = IntegerAttr(1, i32)
     module.attributes["ttg.threads-per-warp"] = IntegerAttr(1, i32)
     module.attributes["ttg.target"] = StringAttr(f"cpu:{target.arch}")
