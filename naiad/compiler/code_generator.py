@@ -11,9 +11,10 @@ Control flow with a compile-time condition is resolved here (only one branch is 
 with a runtime condition it becomes ``scf.if`` / ``scf.for`` / ``scf.while`` whose results carry
 the variables the body assigns.  A runtime ``if`` holding a ``return`` ends the function in
 both branches: each branch is followed by the rest of the function (see `returning_if`), so
-every function still has one ``tt.return`` and only structured control flow.  Calls to other ``@jit`` functions become ``tt.call`` of a
-function generated for that specialization (tuples holding tensors are passed flattened); the
-shared inliner pass inlines them later unless they are ``noinline``.  Loops over
+every function still has one ``tt.return`` and only structured control flow.  Calls to other
+``@jit`` functions become ``tt.call`` of a function generated for that specialization (tuples
+holding tensors are passed flattened, and returned values come back with their compile-time
+parts); the shared inliner pass inlines them later unless they are ``noinline``.  Loops over
 ``tl.static_range`` or a tuple are unrolled here.
 
 Every user error is raised as `CompilationError` with the position of the innermost AST node
