@@ -45,7 +45,8 @@ class ASTSource:
     def make_ir(self, options: Any, codegen_fns: dict, module_map: dict) -> Any:
         from naiad.compiler.frontend import make_ttir
 
-        return make_ttir(self.fn, self.signature, self.constexprs, self.attrs, options, module_map)
+        return make_ttir(self.fn, self.signature, self.constexprs, self.attrs, options, module_map,
+                         codegen_fns)
 
     def parse_options(self) -> dict:
         return {}

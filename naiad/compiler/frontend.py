@@ -56,13 +56,15 @@ def _user_facing(entry: Callable) -> Callable:
 @_user_facing
 def make_ttir(fn: JITFunction, signature: dict, constexprs: dict | None = None,
               attrs: dict | None = None, options: Any = None,
-              module_map: dict[str, Any] | None = None) -> Any:
-    """Generate and verify the TTIR module of one specialization of ``fn``."""
+              module_map: dict[str, Any] | None = None, codegen_fns: dict | None = None) -> Any:
+    """Generate and verify the TTIR module of one specialization of ``fn``; ``codegen_fns``
+    are the backend's hooks for the language (`BaseBackend.get_codegen_implementation`)."""
     constants = _by_index(fn, constexprs)
     arg_types = _arg_types(fn, _by_index(fn, signature), constants)
     builder = IRBuilder()
     module = ModuleContext(None, module_map or {})
-    module.semantic = Semantic(builder, _options_for(fn, options), call_jit=module.call_from_builtin)
+    module.semantic = Semantic(builder, _options_for(fn, options), call_jit=module.call_from_builtin,
+                               codegen_fns=codegen_fns)
     generator = CodeGenerator(fn, arg_types, constants, _by_index(fn, attrs), module,
                               is_kernel=True, name=fn.__name__)
     generator.generate()

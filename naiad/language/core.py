@@ -10,6 +10,7 @@ builtin outside a kernel is an error that says so.
 
 from __future__ import annotations
 
+import builtins as _builtins
 import contextlib
 import enum
 import functools
@@ -349,13 +350,26 @@ def _shape_args(shape: Sequence[Any]) -> list[int]:
 
 @builtin
 def expand_dims(input: Any, axis: Any) -> tensor:
+    """Insert size-1 dimensions; each axis counts in the result's dimensions (as Triton)."""
     axes = _unwrap(axis)
     axes = [_unwrap(a) for a in axes] if isinstance(axes, (tuple, list)) else [axes]
     result = _t(input)
     rank = len(result.shape) + len(axes)
-    for a in sorted(a + rank if a < 0 else a for a in axes):
+    axes = [_wrap_axis(a, rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"expand_dims received duplicate axes, normalized axes = {axes} -- fix: "
+                         f"name each new dimension once")
+    for a in sorted(axes):
         result = _sem().expand_dims(result, a)
     return result
+
+
+def _wrap_axis(axis: Any, rank: int) -> int:
+    """``axis`` counted from 0 (a negative one counts from the end), checked against ``rank``."""
+    if not isinstance(axis, int) or not -rank <= axis < rank:
+        raise ValueError(f"invalid axis {axis}. Expected {-rank} <= axis < {rank} -- fix: use an "
+                         f"axis from {-rank} to {rank - 1}")
+    return axis + rank if axis < 0 else axis
 
 
 @builtin
@@ -387,8 +401,14 @@ def view(input: tensor, *shape: Any) -> tensor:
 
 @builtin
 def trans(input: tensor, *dims: Any) -> tensor:
-    order = _shape_args(dims) if dims else [1, 0]     # as Triton: swap the two dimensions
-    return _sem().permute(input, order)
+    """Permute the dimensions; without ``dims``, swap the last two (a batched transpose)."""
+    if dims:
+        return _sem().permute(input, _shape_args(dims))
+    rank = len(input.shape)
+    if rank < 2:
+        raise ValueError(f"tl.trans without dims swaps the last two dimensions, but the tensor has "
+                         f"rank {rank} -- fix: transpose a tensor of rank 2 or more")
+    return _sem().permute(input, list(_builtins.range(rank - 2)) + [rank - 1, rank - 2])
 
 
 @builtin
@@ -397,8 +417,10 @@ def permute(input: tensor, *dims: Any) -> tensor:
 
 
 @builtin
-def cat(input: tensor, other: tensor, can_reorder: Any = False) -> tensor:
-    return _sem().cat(input, other, bool(_unwrap(can_reorder)))
+def cat(input: Any, other: Any, can_reorder: Any = False, dim: Any = 0) -> tensor:
+    """Concatenate along ``dim``, keeping the order of the elements (Triton now ignores
+    ``can_reorder``, and so does Naiad)."""
+    return _sem().cat(_t(input), _t(other), _unwrap(dim))
 
 
 @builtin
@@ -423,8 +445,12 @@ def histogram(input: tensor, num_bins: Any, mask: Any = None) -> tensor:
 
 @builtin
 def interleave(a: Any, b: Any) -> tensor:
+    """Interleave along the last dimension: ``join`` then merge its last two dimensions (two
+    scalars join into the 2-element result directly)."""
     joined = _sem().join(_t(a), _t(b))
     shape = list(joined.type.get_block_shapes())
+    if len(shape) == 1:
+        return joined
     return _sem().reshape(joined, shape[:-2] + [shape[-2] * 2], False)
 
 
@@ -477,7 +503,17 @@ def _descriptor_function(name: str) -> Callable:
     return builtin(unsupported)
 
 
-make_tensor_descriptor = _descriptor_function("make_tensor_descriptor")
+@builtin
+def make_tensor_descriptor(base: tensor, shape: Any, strides: Any, block_shape: Any,
+                           padding_option: Any = "zero") -> None:
+    """Not supported yet; the arguments are checked first, so that a descriptor Triton rejects
+    gets Triton's error rather than this one."""
+    _sem().check_tensor_descriptor(base, list(_unwrap(shape)), [_unwrap(s) for s in _unwrap(strides)],
+                                   _unwrap_shape(block_shape))
+    raise NotImplementedError("tensor descriptors (tl.make_tensor_descriptor) are not supported by "
+                              "Naiad yet -- fix: use pointer arithmetic or tl.make_block_ptr")
+
+
 load_tensor_descriptor = _descriptor_function("load_tensor_descriptor")
 store_tensor_descriptor = _descriptor_function("store_tensor_descriptor")
 

@@ -71,10 +71,11 @@ class Semantic:
     """Emits the IR of language operations into ``builder``."""
 
     def __init__(self, builder: IRBuilder, options: Any = None,
-                 call_jit: Callable[..., Any] | None = None):
+                 call_jit: Callable[..., Any] | None = None, codegen_fns: dict | None = None):
         self.builder = builder
         self.options = options
         self.call_jit = call_jit
+        self.codegen_fns = codegen_fns or {}     # the backend's hooks, e.g. min_dot_size
 
     # -- types -------------------------------------------------------------------------------
     def ir_type(self, ty: tl.dtype) -> Attribute:
@@ -398,19 +399,39 @@ class Semantic:
                               properties={"order": DenseArrayBase.from_list(i32, order)})
         return self._tensor(op, ty)
 
-    def cat(self, a: tensor, b: tensor, can_reorder: bool) -> tensor:
-        if not can_reorder:
-            raise ValueError("tl.cat needs can_reorder=True (the order of elements is not kept)")
-        if a.type != b.type:
-            raise TypeError(f"tl.cat needs operands of one type, got {type_name(a.type)} and {type_name(b.type)}")
+    def cat(self, a: tensor, b: tensor, dim: Any) -> tensor:
+        """Concatenation along ``dim`` in order: ``tt.cat`` concatenates along dimension 0, so
+        another ``dim`` is moved to the front and back with ``tt.trans``."""
+        sa, sb = _shape(a), _shape(b)
+        if not sa or not sb:
+            raise ValueError(f"tl.cat needs two blocks, got {type_name(a.type)} and "
+                             f"{type_name(b.type)} -- fix: use tl.join to pair two scalars")
+        if sa != sb:
+            raise ValueError(f"tl.cat needs two blocks of one shape, got {sa} and {sb} -- fix: "
+                             f"broadcast or reshape one to the other's shape")
+        if a.dtype != b.dtype:
+            raise TypeError(f"tl.cat needs operands of one type, got {a.dtype} and {b.dtype} -- "
+                            f"fix: cast one with .to(...)")
+        rank = len(sa)
+        if not isinstance(dim, int) or not -rank <= dim < rank:
+            raise ValueError(f"invalid axis {dim}. Expected {-rank} <= axis < {rank}")
+        dim %= rank
+        front = [dim] + [d for d in range(rank) if d != dim]
+        if dim:
+            a, b = self.permute(a, front), self.permute(b, front)
         shape = _shape(a)
         ty = tl.block_type(a.dtype, [shape[0] * 2] + shape[1:])
-        return self._tensor(tt.CatOp.build(operands=[a.handle, b.handle], result_types=[self.ir_type(ty)]), ty)
+        result = self._tensor(tt.CatOp.build(operands=[a.handle, b.handle], result_types=[self.ir_type(ty)]), ty)
+        return self.permute(result, [front.index(d) for d in range(rank)]) if dim else result
 
     def join(self, a: tensor, b: tensor) -> tensor:
+        """``tt.join`` along a new last dimension; two scalars join as two one-element blocks
+        and the ``[1, 2]`` result becomes the block ``[2]`` (``tt.join`` takes tensors only)."""
         a, b = self.broadcast_pair(a, b)
         if a.dtype != b.dtype:
             raise TypeError(f"tl.join needs operands of one type, got {a.dtype} and {b.dtype}")
+        if not a.type.is_block():
+            return self.reshape(self.join(self.splat(a, [1]), self.splat(b, [1])), [2], False)
         ty = tl.block_type(a.dtype, _shape(a) + [2])
         return self._tensor(tt.JoinOp.build(operands=[a.handle, b.handle], result_types=[self.ir_type(ty)]), ty)
 
@@ -459,10 +480,19 @@ class Semantic:
         if len(_shape(x)) != 1 or x.dtype not in (tl.int32, tl.uint32):
             raise ValueError(f"tl.histogram needs a 1-D 32-bit integer tensor, got {type_name(x.type)}")
         if mask is not None:
-            raise NotImplementedError("tl.histogram's mask is not supported by Naiad yet -- fix: "
-                                      "map masked-off values outside 0..num_bins-1 with tl.where")
+            x = self._masked_out_of_bins(x, mask)
         ty = tl.block_type(tl.int32, [num_bins])
         return self._tensor(tt.HistogramOp.build(operands=[x.handle], result_types=[self.ir_type(ty)]), ty)
+
+    def _masked_out_of_bins(self, x: tensor, mask: tensor) -> tensor:
+        """``x`` with its masked-off values replaced by -1: ``tt.histogram`` does not count
+        values outside its bins (-1 is outside as a signed and as an unsigned value)."""
+        if not mask.dtype.is_int1():
+            raise TypeError(f"tl.histogram's mask must be a boolean (int1) tensor, got {mask.dtype} "
+                            f"-- fix: compare, e.g. mask=offsets < n")
+        mask = self.broadcast_to(mask, _shape(x))
+        outside = self.broadcast_to(self.constant(-1, x.dtype), _shape(x))
+        return self._tensor(arith.SelectOp(mask.handle, x.handle, outside.handle), x.type)
 
     def subscript(self, x: tensor, index: Any) -> tensor:
         items = index if isinstance(index, tuple) else (index,)
@@ -626,6 +656,31 @@ class Semantic:
             properties={"order": DenseArrayBase.from_list(i32, order)})
         return self._tensor(op, ty)
 
+    def check_tensor_descriptor(self, base: tensor, shape: list, strides: list,
+                                block_shape: list[int]) -> None:
+        """Triton's checks of ``tl.make_tensor_descriptor``'s arguments: 1 to 5 dimensions, a
+        scalar pointer, at least 16 bytes in a block's last (contiguous) dimension, and a last
+        stride of 1 (checked when it is known at compile time)."""
+        base = self._check_pointer(base, "tl.make_tensor_descriptor")
+        rank = len(shape)
+        if not 1 <= rank <= 5:
+            raise ValueError(f"tl.make_tensor_descriptor takes 1 to 5 dimensions, got {rank}")
+        if len(strides) != rank or len(block_shape) != rank:
+            raise ValueError(f"tl.make_tensor_descriptor: shape, strides and block_shape must have "
+                             f"the same length, got {rank}, {len(strides)} and {len(block_shape)}")
+        if base.type.is_block():
+            raise ValueError("tl.make_tensor_descriptor's base must be a scalar pointer")
+        element_bytes = base.dtype.element_ty.primitive_bitwidth // 8
+        row_bytes = block_shape[-1] * element_bytes
+        if row_bytes < 16:
+            raise ValueError(f"Descriptor block shape must have at least 16 bytes in the last "
+                             f"dimension, but got {block_shape[-1]} * {element_bytes} = {row_bytes} "
+                             f"bytes -- fix: make the last dimension of block_shape at least "
+                             f"{-(-16 // element_bytes)} elements")
+        if isinstance(strides[-1], int) and strides[-1] != 1:
+            raise ValueError(f"Tensor descriptor last dim must be 1 but got {strides[-1]} -- fix: "
+                             f"describe a tensor whose last dimension is contiguous")
+
     def advance(self, ptr: tensor, offsets: list[tensor]) -> tensor:
         if not ptr.dtype.is_ptr() or not ptr.dtype.element_ty.is_block():
             raise TypeError("tl.advance needs a block pointer made by tl.make_block_ptr")
@@ -740,18 +795,18 @@ class Semantic:
     def dot(self, a: tensor, b: tensor, acc: tensor | None, precision: str | None,
             max_num_imprecise_acc: int | None, out_dtype: tl.dtype) -> tensor:
         sa, sb = _shape(a), _shape(b)
-        if len(sa) not in (2, 3) or len(sa) != len(sb):
-            raise ValueError(f"tl.dot needs two 2-D (or two 3-D batched) blocks, got shapes {sa} and {sb}")
+        if len(sa) < 2 or len(sa) != len(sb):
+            raise ValueError(f"tl.dot needs two blocks of one rank, 2 (matrices) or more (batches "
+                             f"of matrices), got shapes {sa} and {sb}")
         if sa[-1] != sb[-2]:
             raise ValueError(f"tl.dot: the inner dimensions differ: {sa} @ {sb} (K = {sa[-1]} vs "
                              f"{sb[-2]}) -- fix: the first operand must be M x K and the second "
                              f"K x N")
-        if len(sa) == 3 and sa[0] != sb[0]:
-            raise ValueError(f"tl.dot: the batch dimensions differ: {sa[0]} vs {sb[0]}")
-        for dim, name in ((sa[-2], "M"), (sb[-1], "N"), (sa[-1], "K")):
-            if dim < 16:
-                raise ValueError(f"tl.dot: every dimension must be >= 16, but {name} = {dim} "
-                                 f"(shapes {sa} @ {sb}) -- fix: use blocks of at least 16")
+        if sa[:-2] != sb[:-2]:
+            raise ValueError(f"tl.dot: the batch dimensions differ: {sa[:-2]} vs {sb[:-2]}")
+        if len(sa) > 3:
+            return self._flattened_batch_dot(a, b, acc, precision, max_num_imprecise_acc, out_dtype)
+        self._check_dot_size(sa, sb, a.type, b.type)
         if a.dtype != b.dtype:
             if a.dtype.is_fp8() and b.dtype.is_fp8():
                 pass
@@ -782,6 +837,35 @@ class Semantic:
         op = tt.DotOp(a.handle, b.handle, acc.handle, input_precision=tt.InputPrecision(precision),
                       max_num_imprecise_acc=int(max_num_imprecise_acc or 0))
         return self._tensor(op, out_ty)
+
+    def _flattened_batch_dot(self, a: tensor, b: tensor, acc: tensor | None, precision: str | None,
+                             max_num_imprecise_acc: int | None, out_dtype: tl.dtype) -> tensor:
+        """A dot over several batch dimensions, as Triton does it: ``tt.dot`` takes one batch
+        dimension, so the batch dimensions are flattened into one and restored after."""
+        sa, sb = _shape(a), _shape(b)
+        out_shape = sa[:-1] + [sb[-1]]
+        if acc is not None and _shape(acc) != out_shape:
+            raise ValueError(f"tl.dot: the accumulator has shape {_shape(acc)} but the product has "
+                             f"shape {out_shape} -- fix: pass an accumulator of that shape")
+        batch = 1
+        for d in sa[:-2]:
+            batch *= d
+        a, b = self.reshape(a, [batch] + sa[-2:], False), self.reshape(b, [batch] + sb[-2:], False)
+        if acc is not None:
+            acc = self.reshape(acc, [batch] + out_shape[-2:], False)
+        product = self.dot(a, b, acc, precision, max_num_imprecise_acc, out_dtype)
+        return self.reshape(product, out_shape, False)
+
+    def _check_dot_size(self, sa: list[int], sb: list[int], a_type: tl.dtype, b_type: tl.dtype) -> None:
+        """M, N and K must reach the backend's minimum (``min_dot_size`` of its
+        ``get_codegen_implementation``); with no backend, 16 each, as GPUs need."""
+        min_dot_size = self.codegen_fns.get("min_dot_size")
+        minimum = tuple(min_dot_size(a_type, b_type)) if min_dot_size else (16, 16, 16)
+        for dim, name, least in zip((sa[-2], sb[-1], sa[-1]), "MNK", minimum):
+            if dim < least:
+                need = "every dimension" if len(set(minimum)) == 1 else name
+                raise ValueError(f"tl.dot: {need} must be >= {least}, but {name} = {dim} "
+                                 f"(shapes {sa} @ {sb}) -- fix: use blocks of at least {least}")
 
     # -- reductions and scans -------------------------------------------------------------------------
     def _combine_region(self, inputs: Sequence[tensor], combine_fn: Any, n_args: int,

@@ -543,7 +543,7 @@ CASES = [
     (permute_bad_order, (F32,), {}, CompilationError, "permute",
      ["permute order [0, 2] is not a permutation", "fix: name each dimension"]),
     (expand_dims_axis, (F32,), {}, CompilationError, "expand_dims",
-     ["expand_dims axis 3 is out of range", "fix: use an axis from -2 to 1"]),
+     ["invalid axis 3. Expected -2 <= axis < 2", "fix: use an axis from -2 to 1"]),
     (reduction_axis, (F32,), {}, CompilationError, "reduce_axis",
      ["reduction axis 2 is out of range", "fix: use an axis from -1 to 0", "inside tl.sum"]),
     (xor_sum_of_floats, (F32,), {}, CompileTimeAssertionFailure, "xor_sum_float",
