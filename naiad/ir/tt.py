@@ -1071,6 +1071,31 @@ class AtomicCASOp(IRDLOperation):
         _check_atomic_ptr(self.ptr.type, self.val.type)
 
 
+@irdl_op_definition
+class AtomicPollOp(IRDLOperation):
+    """Load ``*ptr`` until it equals ``expected`` (result true) or until ``timeout_ns``
+    nanoseconds have passed (result false; at least one load happens, even for 0).  Without a
+    timeout it waits as long as it takes.  Scalars only."""
+
+    name = "tt.atomic_poll"
+
+    ptr = operand_def(base(PointerType))
+    expected = operand_def(base(IntegerType))
+    timeout_ns = opt_operand_def(I64)
+    sem = prop_def(MemSemanticAttr)
+    scope = prop_def(MemSyncScopeAttr)
+    result = result_def(I1)
+
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    assembly_format = (
+        "$sem `,` $scope `,` $ptr `,` $expected (`,` $timeout_ns^)? attr-dict"
+        " `:` functional-type(operands, $result)"
+    )
+
+    def verify_(self) -> None:
+        _check_atomic_ptr(self.ptr.type, self.expected.type)
+
+
 # ---------------------------------------------------------------------------------------
 # Reductions and scans
 # ---------------------------------------------------------------------------------------
@@ -1491,6 +1516,7 @@ TT = Dialect(
         AdvanceOp,
         AtomicRMWOp,
         AtomicCASOp,
+        AtomicPollOp,
         ReduceOp,
         ReduceReturnOp,
         ScanOp,

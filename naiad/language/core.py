@@ -234,9 +234,9 @@ class _member:
 #: Triton's ``_tensor_member_fn`` functions: each is also a method of `tensor`.
 TENSOR_MEMBERS = (
     "broadcast_to", "trans", "permute", "split", "view", "reshape", "expand_dims", "cast",
-    "store", "advance", "atomic_cas", "atomic_xchg", "atomic_add", "atomic_max", "atomic_min",
-    "atomic_and", "atomic_or", "atomic_xor", "reduce", "associative_scan", "cdiv", "sigmoid",
-    "softmax", "ravel", "max", "min", "argmax", "argmin", "sum", "xor_sum", "reduce_or",
+    "store", "advance", "atomic_cas", "atomic_poll", "atomic_xchg", "atomic_add", "atomic_max",
+    "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "reduce", "associative_scan", "cdiv",
+    "sigmoid", "softmax", "ravel", "max", "min", "argmax", "argmin", "sum", "xor_sum", "reduce_or",
     "cumsum", "cumprod", "sort", "flip", "gather", "histogram", "exp", "exp2", "log", "log2",
     "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil", "item")
 for _name in TENSOR_MEMBERS:
@@ -538,6 +538,15 @@ atomic_xchg = _atomic("xchg")
 @builtin
 def atomic_cas(pointer: tensor, cmp: Any, val: Any, sem: Any = None, scope: Any = None) -> tensor:
     return _sem().atomic_cas(pointer, _t(cmp), _t(val), _unwrap(sem), _unwrap(scope))
+
+
+@builtin
+def atomic_poll(pointer: tensor, expected_value: Any, sem: Any = None, scope: Any = None,
+                timeout_ns: Any = None) -> tensor:
+    """Wait until ``*pointer == expected_value``; with ``timeout_ns``, give up after that many
+    nanoseconds.  True if the value was seen."""
+    return _sem().atomic_poll(pointer, _t(expected_value), _unwrap(sem), _unwrap(scope),
+                              _unwrap(timeout_ns))
 
 
 # -- arithmetic helpers ---------------------------------------------------------------------------

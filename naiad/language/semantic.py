@@ -791,6 +791,35 @@ class Semantic:
                                               "scope": tt.MemSyncScopeAttr(_scope(scope))})
         return self._tensor(op, val.type)
 
+    def atomic_poll(self, ptr: tensor, expected: tensor, sem: Any, scope: Any, timeout_ns: Any) -> tensor:
+        """``tt.atomic_poll``: wait until ``*ptr == expected`` (a scalar 16/32/64-bit integer),
+        or until ``timeout_ns`` nanoseconds have passed; the result says whether it was seen."""
+        ptr = self._check_pointer(ptr, "tl.atomic_poll")
+        if ptr.type.is_block() or expected.type.is_block():
+            raise ValueError("tl.atomic_poll polls one scalar: the pointer and the expected value "
+                             "must not be blocks -- fix: poll a single flag")
+        elt = ptr.dtype.element_ty
+        if not elt.is_int() or elt.primitive_bitwidth not in (16, 32, 64):
+            raise TypeError(f"tl.atomic_poll polls 16/32/64-bit integers, not {elt} -- fix: use an "
+                            f"integer flag")
+        if str(sem or "acquire") not in ("acquire", "relaxed"):
+            raise ValueError(f"tl.atomic_poll's sem must be 'acquire' or 'relaxed', not {sem!r}")
+        timeout = []
+        if timeout_ns is not None:
+            if isinstance(timeout_ns, int) and timeout_ns < 0:
+                raise ValueError(f"tl.atomic_poll's timeout_ns must be non-negative, got {timeout_ns}")
+            value = self.to_tensor(timeout_ns)
+            if value.type.is_block() or not value.dtype.is_int():
+                raise TypeError(f"tl.atomic_poll's timeout_ns must be a scalar integer, got "
+                                f"{type_name(value.type)}")
+            timeout = [self.cast(value, tl.uint64).handle]
+        op = tt.AtomicPollOp.build(
+            operands=[ptr.handle, self.cast(expected, elt).handle, timeout],
+            result_types=[IntegerType(1)],
+            properties={"sem": tt.MemSemanticAttr(_sem(sem or "acquire")),
+                        "scope": tt.MemSyncScopeAttr(_scope(scope))})
+        return self._tensor(op, tl.int1)
+
     # -- dot -------------------------------------------------------------------------------------------
     def dot(self, a: tensor, b: tensor, acc: tensor | None, precision: str | None,
             max_num_imprecise_acc: int | None, out_dtype: tl.dtype) -> tensor:

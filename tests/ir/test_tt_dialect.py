@@ -142,6 +142,10 @@ ROUND_TRIPS = {
         %0 = tt.atomic_cas acq_rel, gpu, %arg0, %arg1, %arg2 : (!tt.ptr<i32>, i32, i32) -> i32
         %1 = tt.atomic_cas relaxed, sys, %arg0, %arg1, %arg2 : (!tt.ptr<i32>, i32, i32) -> i32
     """),
+    "atomic_poll": kernel("%arg0: !tt.ptr<i32>, %arg1: i32, %arg2: i64", """
+        %0 = tt.atomic_poll acquire, gpu, %arg0, %arg1 : (!tt.ptr<i32>, i32) -> i1
+        %1 = tt.atomic_poll relaxed, sys, %arg0, %arg1, %arg2 : (!tt.ptr<i32>, i32, i64) -> i1
+    """),
     "reduce_to_scalar": kernel("%arg0: tensor<128xf32>", """
         %0 = "tt.reduce"(%arg0) <{axis = 0 : i32}> ({
         ^bb0(%arg1: f32, %arg2: f32):

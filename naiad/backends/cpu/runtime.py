@@ -1,8 +1,9 @@
-"""Functions compiled CPU kernels call back into: device_print, device_assert, bounds errors.
+"""Functions compiled CPU kernels call back into: device_print, device_assert, bounds errors,
+and a monotonic clock for ``tl.atomic_poll``'s timeout.
 
 Kernels reach them as external symbols (``naiad_print``, ``naiad_assert_fail``,
-``naiad_out_of_bounds``) registered with LLVM once per process.  Printing holds the GIL for
-each call, so one program's lines come out in order.  Failures are recorded as they happen; the
+``naiad_out_of_bounds``, ``naiad_clock_ns``) registered with LLVM once per process.  Printing
+holds the GIL for each call, so one program's lines come out in order.  Failures are recorded as they happen; the
 launcher raises them as Python exceptions once the grid has finished, naming the kernel, the
 source line and what went wrong.  (Two launches running at the same moment from different
 Python threads share the record.)
@@ -14,6 +15,7 @@ import ctypes
 import struct
 import sys
 import threading
+import time
 from typing import Any
 
 from naiad.errors import NaiadError
@@ -104,6 +106,9 @@ ASSERT_FAIL = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_
 OUT_OF_BOUNDS = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
                                  ctypes.c_int32, ctypes.c_int32)(_out_of_bounds)
 
+#: Nanoseconds of a monotonic clock (Python's, so that it is the same on every platform).
+CLOCK_NS = ctypes.CFUNCTYPE(ctypes.c_int64)(time.perf_counter_ns)
+
 _registered = False
 
 
@@ -115,7 +120,7 @@ def register_symbols() -> None:
     import llvmlite.binding as llvm
 
     for name, fn in (("naiad_print", PRINT), ("naiad_assert_fail", ASSERT_FAIL),
-                     ("naiad_out_of_bounds", OUT_OF_BOUNDS)):
+                     ("naiad_out_of_bounds", OUT_OF_BOUNDS), ("naiad_clock_ns", CLOCK_NS)):
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
     _registered = True
 

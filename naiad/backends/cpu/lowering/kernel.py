@@ -439,8 +439,8 @@ def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
 
 
 def _has_effects(op: Any) -> bool:
-    return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.PrintOp, tt.AssertOp,
-                           scf.ForOp, scf.WhileOp, scf.IfOp, tt.CallOp))
+    return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.AtomicPollOp, tt.PrintOp,
+                           tt.AssertOp, scf.ForOp, scf.WhileOp, scf.IfOp, tt.CallOp))
 
 
 def _get_program_id(kernel: KernelLowering, op: Any) -> None:
@@ -513,6 +513,7 @@ _HANDLERS: dict[type, Callable[[KernelLowering, Any], None]] = {
     tt.HistogramOp: shapes.lower_histogram,
     tt.AtomicRMWOp: memory.lower_atomic_rmw,
     tt.AtomicCASOp: memory.lower_atomic_cas,
+    tt.AtomicPollOp: memory.lower_atomic_poll,
     tt.ReduceOp: reductions.lower_reduce,
     tt.ScanOp: reductions.lower_scan,
     tt.DotOp: matmul.lower_dot,

@@ -277,3 +277,39 @@ def lower_atomic_cas(kernel: Any, op: Any) -> None:
         return _guarded(kernel, checked, element, exchange)
 
     _atomic_elementwise(kernel, op, emit)
+
+
+def lower_atomic_poll(kernel: Any, op: Any) -> None:
+    """``tt.atomic_poll``: a spin loop of atomic loads (debug mode: none if the address is
+    outside every buffer; the result is then false)."""
+    element = lt.scalar(op.expected.type)
+    address = kernel.scalar(op.ptr)
+    checked = kernel.hooks.check_access(kernel, op, address, None, 1, element)
+    kernel.env[op.result] = _guarded(kernel, checked, lt.I1, lambda: _poll(kernel, op, address, element))
+
+
+def _poll(kernel: Any, op: Any, address: ir.Value, element: ir.Type) -> ir.Value:
+    """Load until the value is the expected one (true); with a timeout, read the runtime's
+    clock after each miss and give up (false) once ``timeout_ns`` have passed since the first
+    load -- which always happens, even for a timeout of 0."""
+    b = kernel.b
+    expected, pointer = kernel.scalar(op.expected), b.inttoptr(address, lt.PTR)
+    clock = lt.function(kernel.llmod, "naiad_clock_ns", lt.I64, [])
+    start = None if op.timeout_ns is None else b.call(clock, [])
+    spin, missed, done = (b.append_basic_block(f"poll.{n}") for n in ("spin", "missed", "done"))
+    b.branch(spin)
+    b.position_at_end(spin)
+    value = b.load_atomic(pointer, _ORDERING[op.sem.data.value], lt.byte_size(element), typ=element)
+    b.cbranch(b.icmp_unsigned("==", value, expected), done, missed)
+    b.position_at_end(missed)
+    if start is None:
+        b.branch(spin)
+    else:
+        elapsed = b.sub(b.call(clock, []), start)
+        b.cbranch(b.icmp_unsigned(">=", elapsed, kernel.scalar(op.timeout_ns)), done, spin)
+    b.position_at_end(done)
+    seen = b.phi(lt.I1)
+    seen.add_incoming(ir.Constant(lt.I1, 1), spin)
+    if start is not None:
+        seen.add_incoming(ir.Constant(lt.I1, 0), missed)
+    return seen
