@@ -33,7 +33,6 @@ GPU_ONLY = {
     "test_side_effectful_reduction": "calls torch.cuda",
     "test_side_effectful_scan": "calls torch.cuda",
     "test_side_effectful_reduction_2d": "calls torch.cuda",
-    "test_atomic_poll": "calls torch.cuda",
 }
 
 
