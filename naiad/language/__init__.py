@@ -24,9 +24,9 @@ from naiad.language.core import (PropagateNan, TRITON_MAX_TENSOR_NUMEL, advance,
                                  zeros, zeros_like)
 from naiad.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log,
                                  log2, rsqrt, sin, sqrt, sqrt_rn, umulhi)
-from naiad.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, flip, item, max, min,
-                                     ravel, reduce_or, sigmoid, softmax, sort, sum, swizzle2d,
-                                     xor_sum)
+from naiad.language.standard import (argmax, argmin, bitonic_merge, cdiv, cumprod, cumsum, flip, item,
+                                     max, min, ravel, reduce_or, sigmoid, softmax, sort, sum,
+                                     swizzle2d, topk, xor_sum)
 from naiad.language.random import (pair_uniform_to_normal, philox, philox_impl, rand, rand4x,
                                    randint, randint4x, randn, randn4x, uint_to_uniform_float)
 from naiad.runtime.jit import constexpr_function

@@ -1,4 +1,4 @@
-"""The part of the language written in the language itself: reductions, scans, softmax, sort.
+"""The part of the language written in the language itself: reductions, scans, softmax, sort, topk.
 
 These are ``@jit`` functions, so they go through the same code generator as user kernels and
 get inlined; behaviour (result dtypes, tie-breaking, the bfloat16 promotion) follows Triton's.
@@ -249,7 +249,8 @@ def cumprod(input, axis=0, reverse=False):
 
 
 @constexpr_function
-def _flip_axis(dim, rank):
+def _axis_or_last(dim, rank):
+    """``dim`` made non-negative, the last axis when it is None."""
     axis = rank - 1 if dim is None else dim
     return axis + rank if axis < 0 else axis
 
@@ -257,7 +258,7 @@ def _flip_axis(dim, rank):
 @jit
 def flip(x, dim=None):
     """Reverse ``x`` along ``dim``: XOR-swaps over a (2, 2, ..., 2) view of that dimension."""
-    axis: core.constexpr = _flip_axis(dim, len(x.shape))
+    axis: core.constexpr = _axis_or_last(dim, len(x.shape))
     core.static_assert(_is_power_of_two(x.shape[axis]), "flip needs a power-of-two dimension")
     steps: core.constexpr = _log2(x.shape[axis])
     int_type: core.constexpr = core.get_int_dtype(x.dtype.primitive_bitwidth, True)
@@ -297,12 +298,81 @@ def _bitonic_merge(x, stage: core.constexpr, order: core.constexpr):
 
 
 @jit
+def _check_last_axis(x, axis: core.constexpr):
+    core.static_assert(axis == len(x.shape) - 1,
+                       "sort, topk and bitonic_merge work only along the last dimension: "
+                       "permute the tensor so that dimension comes last (tl.permute / .T)")
+    core.static_assert(_is_power_of_two(x.shape[axis]),
+                       "sort, topk and bitonic_merge need a power-of-two size along the last dimension")
+
+
+@jit
+def _best_of_pair(h, j: core.constexpr, descending: core.constexpr):
+    """Halve a hypercube whose runs of 2**j elements alternate ascending/descending: the
+    element-wise max (min) of each run and its neighbour is one bitonic run that holds the
+    pair's 2**j largest (smallest) elements (the half-cleaner of bitonic top-k)."""
+    axis: core.constexpr = _log2(h.numel) - 1 - j
+    if descending:
+        return core.reduce(h, axis, _maximum)
+    else:
+        return core.reduce(h, axis, _minimum)
+
+
+@jit
+def _sort_top_k(x, k: core.constexpr, dim: core.constexpr, descending: core.constexpr):
+    """Bitonic sort of the last dimension; with ``k``, sort runs of k only and then halve the
+    candidates until k remain (bitonic top-k), so the result's last dimension is k.
+
+    The elements keep x's dtype (Triton's topk widens 16-bit values to 32 bits on the way;
+    the values are the same)."""
+    axis: core.constexpr = _axis_or_last(dim, len(x.shape))
+    _check_last_axis(x, axis)
+    if k is not None:
+        core.static_assert(k > 0, "topk: k must be greater than 0")
+        core.static_assert(_is_power_of_two(k), "topk: k must be a power of two")
+        core.static_assert(k <= x.shape[axis], "topk: k must not exceed the size of the selected dimension")
+    log_n: core.constexpr = _log2(x.shape[axis])
+    log_k: core.constexpr = log_n if k is None else _log2(k)
+    if log_k == 0:
+        # One element per row: nothing to sort, or a plain max/min (a hypercube would be 0-d).
+        if log_n == 0:
+            return x
+        elif descending:
+            return core.reduce(x, axis, _maximum, keep_dims=True)
+        else:
+            return core.reduce(x, axis, _minimum, keep_dims=True)
+    else:
+        h = core.reshape(x, [2] * _log2(x.numel))
+        for i in core.static_range(1, log_k + 1):
+            h = _bitonic_merge(h, i, 2 if i < log_n else descending)
+        for i in core.static_range(log_k + 1, log_n + 1):
+            h = _best_of_pair(h, log_k, descending)
+            h = _bitonic_merge(h, log_k, 2 if i < log_n else descending)
+        return core.reshape(h, x.shape[:axis] + [2 ** log_k])
+
+
+@jit
 def sort(x, dim: core.constexpr = None, descending: core.constexpr = 0):
     """Bitonic sort along the last dimension."""
-    axis: core.constexpr = len(x.shape) - 1 if dim is None else dim
-    core.static_assert(axis == len(x.shape) - 1, "sort supports only the last dimension")
+    return _sort_top_k(x, None, dim, descending)
+
+
+@jit
+def topk(x, k: core.constexpr, dim: core.constexpr = None, descending: core.constexpr = True):
+    """The k largest (``descending``) or smallest elements along the last dimension, sorted
+    largest (smallest) first; k is a power of two no larger than that dimension."""
+    return _sort_top_k(x, k, dim, descending)
+
+
+@jit
+def bitonic_merge(x, dim: core.constexpr = None, descending: core.constexpr = 0):
+    """Sort a last dimension that is already bitonic (rises then falls, or the reverse) with
+    one bitonic merge: log2(n) compare-and-swap rounds instead of a full sort."""
+    axis: core.constexpr = _axis_or_last(dim, len(x.shape))
+    _check_last_axis(x, axis)
     log_n: core.constexpr = _log2(x.shape[axis])
-    cube = core.reshape(x, [2] * _log2(x.numel))
-    for i in core.static_range(1, log_n + 1):
-        cube = _bitonic_merge(cube, i, 2 if i < log_n else descending)
-    return core.reshape(cube, x.shape)
+    if log_n == 0:
+        return x
+    else:
+        h = core.reshape(x, [2] * _log2(x.numel))
+        return core.reshape(_bitonic_merge(h, log_n, descending), x.shape)
