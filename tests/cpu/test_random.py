@@ -1,5 +1,6 @@
-"""Philox random numbers: the published known-answer vector, bit-exact streams against a numpy
-Philox 4x32-10, and the statistics of tl.rand / tl.randn / tl.randint."""
+"""Philox random numbers: the published known-answer vectors (4x32 and 4x64), bit-exact streams
+against a numpy Philox 4x32-10 (32- and 64-bit offsets), the statistics of tl.rand / tl.randn /
+tl.randint and the limits of the uniform mapping."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 import naiad
 import naiad.language as tl
+from naiad.compiler.errors import CompileTimeAssertionFailure
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -88,3 +90,94 @@ def test_distributions():
     assert abs(normal.mean()) < 0.01 and abs(normal.std() - 1) < 0.01
     assert abs((np.abs(normal) < 1).mean() - 0.6827) < 0.005
     assert abs(ints.astype(np.float64).mean() / 2**32 - 0.5) < 0.005
+
+
+# -- 64-bit offsets and seeds, Philox 4x64, the uniform mapping's limits ------------------------
+
+@naiad.jit
+def randint4x_int64_kernel(out, offsets, seed, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    a, b, c, d = tl.randint4x(seed, tl.load(offsets + i, mask=m))
+    tl.store(out + i, a, mask=m)
+    tl.store(out + n + i, b, mask=m)
+    tl.store(out + 2 * n + i, c, mask=m)
+    tl.store(out + 3 * n + i, d, mask=m)
+
+
+@pytest.mark.parametrize("seed", [5, 0x0000000FCAFEB0BA])
+def test_int64_offsets_put_their_high_word_in_the_second_counter(seed):
+    offsets = np.concatenate([np.arange(3), 2**32 + np.arange(3), 7 * 2**40 + 12345 + np.arange(3),
+                              -1 - np.arange(3)]).astype(np.int64)
+    n = offsets.size
+    out = np.zeros(4 * n, np.uint32)
+    randint4x_int64_kernel[(1,)](out, offsets, seed, n, BLOCK=16)
+    counters = np.zeros((4, n), np.uint32)
+    counters[0] = offsets & 0xFFFFFFFF
+    counters[1] = (offsets >> 32) & 0xFFFFFFFF
+    expected = philox4x32_10(counters, (seed & 0xFFFFFFFF, seed >> 32))
+    np.testing.assert_array_equal(out.reshape(4, n), expected)
+    assert (expected[:, 0] != expected[:, 3]).all()     # offset 2**32 is not offset 0
+
+
+# Random123's kat_vectors for philox4x64_10: (counter, key) -> output.
+PHILOX4X64_KAT = [((0, 0, 0, 0), (0, 0),
+                   (0x16554D9ECA36314C, 0xDB20FE9D672D0FDC, 0xD7E772CEE186176B, 0x7E68B68AEC7BA23B)),
+                  ((2**64 - 1,) * 4, (2**64 - 1, 2**64 - 1),
+                   (0x87B092C3013FE90B, 0x438C3C67BE8D0224, 0x9CC7D7C69CD777B6, 0xA09CAEBF594F0BA0))]
+
+
+@naiad.jit
+def philox_impl_kernel(out, c, k):
+    i = tl.arange(0, 1)
+    w0, w1, w2, w3 = tl.philox_impl(tl.load(c + i), tl.load(c + 1 + i), tl.load(c + 2 + i), tl.load(c + 3 + i),
+                                    tl.load(k + i), tl.load(k + 1 + i))
+    tl.store(out + i, w0)
+    tl.store(out + 1 + i, w1)
+    tl.store(out + 2 + i, w2)
+    tl.store(out + 3 + i, w3)
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX4X64_KAT)
+def test_philox_4x64_known_answer_vectors(counter, key, expected):
+    out = np.zeros(4, np.uint64)
+    philox_impl_kernel[(1,)](out, np.array(counter, np.uint64), np.array(key, np.uint64))
+    assert tuple(int(v) for v in out) == expected
+
+
+@naiad.jit
+def uniform_kernel(x, out, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(out + i, tl.random.uint_to_uniform_float(tl.load(x + i)))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_uniform_float_of_the_extreme_words(dtype):
+    """Read as signed, the words fold onto 0 .. 2**(bits-1) - 1: both ends of the range land just
+    below 1 (never on it), 0 and all-ones on 0."""
+    info = np.iinfo(dtype)
+    signed_min, signed_max = (info.min, info.max) if info.min else (info.max // 2 + 1, info.max // 2)
+    x = np.array([signed_min, signed_max, 0, dtype(-1) if info.min else info.max], dtype)
+    out = np.zeros(4, np.float32)
+    uniform_kernel[(1,)](x, out, 4)
+    assert out[0] == out[1] and 1.0 - np.finfo(np.float32).eps <= out[0] < 1.0
+    assert out[2] == out[3] == 0.0
+
+
+@naiad.jit
+def float_seed_kernel(out, seed):
+    tl.store(out + tl.arange(0, 2), tl.rand(seed, tl.arange(0, 2)))
+
+
+@naiad.jit
+def float_offset_kernel(out, seed):
+    offs = tl.arange(0, 2)
+    tl.store(out + offs, tl.rand(seed, offs.to(tl.float32)))
+
+
+def test_non_integer_seed_or_offset_is_a_compile_time_error():
+    out = np.zeros(2, np.float32)
+    with pytest.raises(CompileTimeAssertionFailure, match="float_seed_kernel(.|\n)*seed must be an integer"):
+        float_seed_kernel[(1,)](out, 2.5)
+    with pytest.raises(CompileTimeAssertionFailure, match="float_offset_kernel(.|\n)*offsets must be integers"):
+        float_offset_kernel[(1,)](out, 1)
