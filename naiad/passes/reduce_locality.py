@@ -66,6 +66,7 @@ class _Candidate:
     index: int                  # position among the loop's iter_args
     fold: Operation             # fold(carried, reduce(x)), yielded
     reduce: tt.ReduceOp
+    lanes: int                  # elements of one vector register
 
 
 def _single_combine(reduce: tt.ReduceOp) -> type | None:
@@ -85,7 +86,7 @@ def _use_count(value: SSAValue) -> int:
     return sum(1 for _ in value.uses)
 
 
-def _candidate(loop: scf.ForOp, index: int, lanes: int) -> _Candidate | None:
+def _candidate(loop: scf.ForOp, index: int, vector_bytes: int) -> _Candidate | None:
     body = loop.body.block
     carried, yielded = body.args[index + 1], body.last_op.operands[index]
     fold = yielded.owner
@@ -97,9 +98,10 @@ def _candidate(loop: scf.ForOp, index: int, lanes: int) -> _Candidate | None:
     if not isinstance(reduce, tt.ReduceOp) or _use_count(other) != 1 or _single_combine(reduce) is not type(fold):
         return None
     shape = shape_of(reduce.srcs[0].type)
+    lanes = _lanes(element_type(reduce.srcs[0].type), vector_bytes)
     if reduce.axis.value.data != len(shape) - 1 or shape[-1] % lanes or shape[-1] // lanes < 2:
         return None
-    return _Candidate(index, fold, reduce)
+    return _Candidate(index, fold, reduce, lanes)
 
 
 def _lanes(element: object, vector_bytes: int) -> int:
@@ -162,10 +164,9 @@ def reduce_locality(module: Operation, vector_bytes: int) -> bool:
     changed = False
     for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
         for index in range(len(loop.iter_args)):
-            lanes = _lanes(element_type(loop.iter_args[index].type), vector_bytes)
-            found = _candidate(loop, index, lanes)
+            found = _candidate(loop, index, vector_bytes)
             if found is not None:
-                loop, changed = _rewrite(loop, found, lanes), True
+                loop, changed = _rewrite(loop, found, found.lanes), True
     return changed
 
 

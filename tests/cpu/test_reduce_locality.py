@@ -108,3 +108,22 @@ def test_a_block_narrower_than_two_vectors_is_left_alone():
     kernel = row_fold[(1,)](x, y, 64, BLOCK_M=8, BLOCK_N=8, OP="sum", INIT=0.0)
     np.testing.assert_allclose(y, x.sum(axis=1), rtol=1e-5)
     assert kernel.asm["ttgir"].count('"tt.reduce"') == 1
+
+
+@naiad.jit
+def rowsum_advancing_pointers(X, Y, N, BLOCK_N: tl.constexpr):
+    rows = tl.arange(0, 4)
+    ptrs = X + rows[:, None] * N + tl.arange(0, BLOCK_N)[None, :]
+    acc = tl.zeros([4], dtype=tl.float32)
+    for _ in range(0, N, BLOCK_N):
+        acc += tl.sum(tl.load(ptrs), axis=1)
+        ptrs += BLOCK_N
+    tl.store(Y + rows, acc)
+
+
+def test_a_loop_that_also_carries_pointers():
+    x = _data(np.float32, (4, 256))
+    y = np.empty(4, dtype=np.float32)
+    kernel = rowsum_advancing_pointers[(1,)](x, y, 256, BLOCK_N=64)
+    np.testing.assert_allclose(y, x.sum(axis=1), rtol=1e-5)
+    assert kernel.asm["ttgir"].count('"tt.reduce"') == 2
