@@ -311,7 +311,11 @@ def test_driver_conveniences(compat):
     props = driver.utils.get_device_properties(0)
     assert {"max_shared_mem", "multiprocessor_count", "max_num_regs", "warpSize"} <= props.keys()
     assert props == driver.get_device_properties(0)
-    assert props["multiprocessor_count"] == (os.cpu_count() or 1) and props["max_shared_mem"] == 0
+    from naiad.backends.cpu.driver import l2_cache_bytes
+
+    # The occupancy model of docs/CPU.md: a worker thread per "SM", the L2 as "shared memory".
+    assert props["multiprocessor_count"] == driver.threads() and props["max_shared_mem"] == l2_cache_bytes()
+    assert props["warpSize"] == 1 and props["max_num_regs"] >= 32 * 16
     assert driver.get_active_torch_device() == torch.device("cpu")
     interface = driver.get_device_interface()
     assert interface.current_device() == 0 and interface.device_count() == 1

@@ -569,7 +569,7 @@ CASES = [
     (tensor_in_bool, (F32,), {}, CompilationError, "bool_tensor",
      ["bool() runs at compile time", "fix: compare explicitly (x != 0)"]),
     (uses_dot_scaled, (F32,), {}, CompilationError, "dot_scaled",
-     ["tl.dot_scaled is not supported by Naiad yet", "fix: dequantize the operands"]),
+     ["tl.dot_scaled: lhs in format 'e4m3' must be fp8e4nv or uint8, got fp16"]),
     (loops_over_a_tensor, (F32,), {}, CompilationError, "loop_tensor",
      ["kernels loop only over range(...)", "tl.static_range(...) or a tuple"]),
     (padding_without_block_pointer, (F32,), {}, CompilationError, "padding",
