@@ -24,6 +24,15 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.main(sys.stdout.write)
 
 
+def _compile(args: argparse.Namespace) -> int:
+    from naiad.tools import aot
+
+    options = {k: v for k, v in (("num_warps", args.num_warps), ("num_stages", args.num_stages)) if v is not None}
+    aot.compile_to_dir(args.file, args.kernel_name, args.signature, args.target, args.out_dir, options,
+                       sys.stdout.write if args.timings else None)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="naiad", description="Naiad: Triton-language kernels on every backend.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -33,12 +42,29 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(run=_backends)
     d = sub.add_parser("demo", help="compile and run the example kernels on the default backend")
     d.set_defaults(run=_demo)
+    c = sub.add_parser("compile", help="compile one kernel ahead of time: every stage and the metadata")
+    c.add_argument("file", help="Python file defining the @jit kernel")
+    c.add_argument("--kernel-name", required=True, help="name of the @jit function in FILE")
+    c.add_argument("--signature", required=True,
+                   help='one entry per parameter: type[:16|:1] or a constexpr value, e.g. "*fp32:16,i32,1024"')
+    c.add_argument("--target", default="cpu", help="cpu, cpu:<arch>, cuda:90, or <backend>:<arch>[:<warp size>]")
+    c.add_argument("--out-dir", required=True, help="where to write <kernel>.<stage> and <kernel>.json")
+    c.add_argument("--num-warps", type=int)
+    c.add_argument("--num-stages", type=int)
+    c.add_argument("--timings", action="store_true", help="print the compile time and the files written")
+    c.set_defaults(run=_compile)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from naiad.errors import NaiadError
+
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except NaiadError as e:        # a user error: its message, not a traceback
+        print(f"naiad {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

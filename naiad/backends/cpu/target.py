@@ -11,6 +11,7 @@ import functools
 import platform
 
 from naiad.backends.compiler import GPUTarget
+from naiad.errors import NaiadError
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,7 +55,7 @@ def new_target_machine(arch: str):
     and frees it with itself, so each engine needs a fresh one."""
     llvm = _binding()
     if arch != host_target().arch:
-        raise ValueError(f"cannot compile for CPU {arch!r} on this machine ({host_target().arch}) -- "
+        raise NaiadError(f"cannot compile for CPU {arch!r} on this machine ({host_target().arch}) -- "
                          f"fix: compile on a machine of that kind")
     triple = llvm.get_process_triple()
     return llvm.Target.from_triple(triple).create_target_machine(
