@@ -147,6 +147,18 @@ class CompilationKnobs(KnobGroup):
         "NAIAD_FRONTEND_DEBUG", False,
         "1: let exceptions inside the code generator propagate with Naiad's own frames, instead "
         "of turning them into a CompilationError that shows only the kernel's source line.")
+    always_compile = env_bool(
+        "NAIAD_ALWAYS_COMPILE", False,
+        "1: compile every kernel again instead of reading it from the on-disk cache (the result "
+        "is still stored).")
+    dump_ir = env_bool(
+        "NAIAD_KERNEL_DUMP", False,
+        "1: write every stage's output of every kernel compiled or read from the cache to "
+        "<dump_dir>/<kernel hash>/<kernel>.<stage>, with <kernel>.json (the metadata).")
+    override = env_bool(
+        "NAIAD_KERNEL_OVERRIDE", False,
+        "1: when <override_dir>/<kernel hash>/<kernel>.<stage> exists, its content replaces that "
+        "stage's output and compilation goes on from it; such kernels bypass the on-disk cache.")
 
 
 class RuntimeKnobs(KnobGroup):
@@ -172,8 +184,21 @@ class CacheKnobs(KnobGroup):
 
     dir = env_str(
         "NAIAD_CACHE_DIR", lambda: os.path.join(os.path.expanduser("~"), ".naiad", "cache"),
-        "Directory of Naiad's on-disk caches; autotuning results (cache_results=True) go "
-        "under its autotune/ folder.")
+        "Directory of Naiad's on-disk caches: compiled kernels under its kernels/ folder, "
+        "autotuning results (cache_results=True) under autotune/.")
+    dump_dir = env_str(
+        "NAIAD_DUMP_DIR", lambda: os.path.join(cache.dir, "dump"),
+        "Where NAIAD_KERNEL_DUMP=1 writes each kernel's stages (default: the dump/ folder of "
+        "the cache directory).")
+    override_dir = env_str(
+        "NAIAD_OVERRIDE_DIR", lambda: os.path.join(cache.dir, "override"),
+        "Where NAIAD_KERNEL_OVERRIDE=1 looks for replacement stage files (default: the "
+        "override/ folder of the cache directory).")
+    manager_class = env_str(
+        "NAIAD_CACHE_MANAGER", None,
+        "'module:Class' of the compiled-kernel cache manager (naiad.compiler.cache.CacheManager's "
+        "interface); from code, the class itself may be assigned.  Unset: files under "
+        "<cache dir>/kernels/.")
 
 
 class CPUKnobs(KnobGroup):

@@ -80,13 +80,20 @@ def _without_shipped_backends(monkeypatch) -> None:
         s for s in _real_entry_point_sources() if not s.package.startswith("naiad.backends.")])
 
 
+@pytest.fixture(scope="session")
+def _session_cache_dir(tmp_path_factory) -> str:
+    """One kernel cache for the whole run: tests never write to ~/.naiad."""
+    return str(tmp_path_factory.mktemp("naiad-cache"))
+
+
 @pytest.fixture(autouse=True)
-def _isolate(request, monkeypatch, tmp_path_factory):
+def _isolate(request, monkeypatch, tmp_path_factory, _session_cache_dir):
     if request.node.get_closest_marker("shipped_backends") is None:
         _without_shipped_backends(monkeypatch)
     for var in list(os.environ):
         if var.startswith("NAIAD_"):
             monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NAIAD_CACHE_DIR", _session_cache_dir)
     for var in ("NAIAD_PLUGIN_DIRS", "NAIAD_BACKENDS_IN_TREE", "NAIAD_DEFAULT_BACKEND"):
         monkeypatch.delenv(var, raising=False)
     # Fixture sources are rewritten under the same names; never let a stale .pyc answer.

@@ -343,8 +343,9 @@ def write_dist_info(site_dir, dist_name: str, version: str, entry_points: Mappin
 
 
 def subprocess_env(**naiad_vars: str) -> dict[str, str]:
-    """``os.environ`` without any NAIAD_* variable, plus the given ones (for subprocess tests)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAIAD_")}
+    """``os.environ`` without any NAIAD_* variable but the test cache dir, plus the given ones
+    (for subprocess tests)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAIAD_") or k == "NAIAD_CACHE_DIR"}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(naiad_vars)
     return env

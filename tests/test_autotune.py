@@ -429,6 +429,7 @@ def test_unwritable_disk_cache_is_a_warning(tmp_path):
 
 def test_cache_dir_default(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("NAIAD_CACHE_DIR")             # conftest points it at a temporary dir
     assert naiad.knobs.cache.dir == os.path.join(str(tmp_path), ".naiad", "cache")
     monkeypatch.setenv("NAIAD_CACHE_DIR", "/somewhere")
     assert naiad.knobs.cache.dir == "/somewhere"

@@ -14,11 +14,13 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from typing import Any
 
 from naiad.backends.compiler import BaseBackend, GPUTarget, Language
 from naiad.backends.discovery import registry
-from naiad.errors import BackendSelectionError, NaiadError
+from naiad.compiler import cache, dump
+from naiad.errors import BackendSelectionError, NaiadError, NaiadWarning
 from naiad.runtime.jit import JITFunction
 
 
@@ -155,6 +157,12 @@ class CompiledKernel:
     def binary(self) -> bytes:
         return self.asm[self.backend.binary_ext]
 
+    @property
+    def hash(self) -> str:
+        """The kernel's cache key: the name of its cache entry and of its dump and override
+        folders (``<NAIAD_DUMP_DIR>/<hash>/``)."""
+        return self.metadata.get("hash", "")
+
     def load(self, driver: Any) -> None:
         if self.function is not None:
             return
@@ -199,8 +207,12 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     """Run ``src`` through the stages of the backend that compiles for ``target``.
 
     ``src`` is an `ASTSource`, an `IRSource` or the path of an IR file.  Without ``target``,
-    the current target of the selected backend's driver is used.
+    the current target of the selected backend's driver is used.  The result comes from the
+    on-disk cache when an entry for the same key exists (`naiad.compiler.cache`); stage outputs
+    are dumped and overridden as `naiad.compiler.dump` describes.
     """
+    from naiad import knobs
+
     if isinstance(src, str):
         src = IRSource(src)
     if target is None:
@@ -215,16 +227,50 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     if src.ext not in names:
         raise NaiadError(f"backend for {target} has no stage {src.ext!r} (its stages: "
                          f"{', '.join(names)}) -- fix: give a file of one of those stages")
+    if "json" in names:
+        raise NaiadError(f"backend for {target} has a stage named 'json', the name of the kernel "
+                         f"metadata file -- fix: rename that stage")
     first = names.index(src.ext) + (0 if isinstance(src, ASTSource) else 1)
+    key = cache.compile_key(src, backend, opts, target)
+    name = cache.file_name(src.name)
+    overrides = dump.overrides(key, name, names[first:]) if knobs.compilation.override else {}
+    if not overrides and not knobs.compilation.always_compile:
+        hit = cache.load(key, name, backend)
+        if hit is not None:
+            entry, files = hit
+            if knobs.compilation.dump_ir:
+                dump.dump(key, files)
+            return _compiled(entry, backend)
+
     module = src.make_ir(opts, backend.get_codegen_implementation(opts), backend.get_module_map())
-    metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(),
+    metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(), "hash": key,
                                 **_json_safe(vars(opts))}
     asm: dict[str, Any] = {src.ext: _stage_text(module)}
-    for name in names[first:]:
-        module = _run_stage(stages[name], name, module, metadata, target)
-        asm[name] = bytes(module) if backend.stage_codec(name).binary else _stage_text(module)
-    return CompiledKernel(metadata.get("name", src.name), asm, metadata, backend,
-                          src.launch_signature(module))
+    for stage in names[first:]:
+        module = _run_stage(stages[stage], stage, module, metadata, target)
+        if stage in overrides:
+            module = dump.read_override(overrides[stage], stage, module, backend)
+            metadata.setdefault("overrides", {})[stage] = overrides[stage]
+        asm[stage] = bytes(module) if backend.stage_codec(stage).binary else _stage_text(module)
+    entry = cache.Entry(metadata.get("name", src.name), asm, metadata, src.launch_signature(module))
+    try:
+        files = cache.pack(key, name, entry, backend)
+    except (TypeError, ValueError) as e:
+        warnings.warn(f"kernel '{entry.name}' is not cached: its metadata is not JSON ({e}) -- "
+                      f"fix: the {target.backend} backend's stages must put only JSON values in "
+                      f"the metadata", NaiadWarning, stacklevel=2)
+        return _compiled(entry, backend)
+    if not overrides:
+        cache.store(key, files)
+    if knobs.compilation.dump_ir:
+        dump.dump(key, files)
+    # Built from the stored files, so a kernel compiled now and one read from the cache later
+    # are the same object graph (JSON metadata, tuple signatures).
+    return _compiled(cache.unpack(files, key, name, backend), backend)
+
+
+def _compiled(entry: "cache.Entry", backend: BaseBackend) -> CompiledKernel:
+    return CompiledKernel(entry.name, entry.asm, entry.metadata, backend, entry.signature)
 
 
 def _run_stage(stage: Any, name: str, module: Any, metadata: dict, target: GPUTarget) -> Any:
@@ -250,9 +296,14 @@ class InternalCompilerError(NaiadError):
 
 
 def _stage_text(ir: Any) -> Any:
-    """IR objects are stored as their MLIR text; strings and bytes as they are."""
+    """xDSL IR objects are stored as their MLIR text; strings and bytes as they are; any other
+    object (a backend's own IR) as its ``str``."""
     if isinstance(ir, (str, bytes, bytearray)):
         return ir
+    from xdsl.ir import Operation
+
+    if not isinstance(ir, Operation):
+        return str(ir)
     from naiad.ir import print_module
 
     return print_module(ir)

@@ -1,0 +1,404 @@
+"""The on-disk cache of compiled kernels: the key, the entry format, and the managers that store
+entries.
+
+**Key.**  `compile_key` hashes everything that can change what a compilation produces: Naiad's
+version and the text of its own ``.py`` files (`naiad_sources_hash`, read once per process), the
+source's hash (``ASTSource.hash()`` / ``IRSource.hash()``), the target, ``backend.hash()``, the
+options' ``hash()``, the effective values of the variables the backend lists in
+``cache_env_vars``, and `hook_key` (the pipeline hooks' part).  The key is a sha256 hex digest;
+it is also the kernel's ``metadata["hash"]`` and the name of its dump and override folders.
+
+**Entry.**  One entry per key, a flat set of files (name -> bytes):
+
+- ``<kernel>.<stage>`` for every stage output in ``kernel.asm``, written with the backend's
+  codec for that stage (`naiad.backends.compiler.StageCodec`: UTF-8 text or raw bytes);
+- ``<kernel>.json``: what rebuilds the `CompiledKernel` without compiling -- the kernel's name,
+  its launch signature, the stage order and the metadata (JSON, never pickle);
+- ``MANIFEST``: JSON giving the sha256 and size of each of those files.
+
+``<kernel>`` is the source's name (the ``@jit`` function's name, or an IR file's base name).  On
+reading, every file named in the manifest must be present with its size and hash, the metadata
+must parse, and every stage it lists must decode; an entry that fails any check is reported
+with a `NaiadWarning`, removed, and compiled again -- never a crash, never a wrong kernel.
+
+**Managers.**  The default `FileCacheManager` keeps one folder per key under
+``<NAIAD_CACHE_DIR>/kernels/``, written as a temporary folder beside it and renamed into place,
+so a reader never sees half an entry; when another process has put the same key first, its
+entry is kept.  ``NAIAD_CACHE_MANAGER=module:Class`` (or ``naiad.knobs.cache.manager_class =
+Class``) replaces it with any class of `CacheManager`'s shape: ``get(key)``, ``put(key, files)``
+and optionally ``remove(key)``.  The integrity checks above run in the core, whatever the
+manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from typing import Any
+
+from naiad import knobs
+from naiad.errors import KnobError, NaiadWarning
+
+#: Version of the entry format; part of the key, so a new format never reads an old entry.
+CACHE_FORMAT = 1
+#: Name of the manifest file.  Kernel files always contain a dot, so no kernel collides with it.
+MANIFEST = "MANIFEST"
+#: Kernel names are cut to this many characters in file names (file systems allow 255 bytes).
+MAX_NAME = 150
+
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+class CacheManagerError(KnobError):
+    """``NAIAD_CACHE_MANAGER`` does not name a usable cache manager class."""
+
+
+class CorruptEntry(Exception):
+    """A cache entry failed an integrity check (the message says which)."""
+
+
+# -- the key ---------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def naiad_sources_hash() -> str:
+    """sha256 of every ``.py`` file of the ``naiad`` package (relative path and content), read
+    once per process: any change to Naiad's compiler invalidates every cached kernel."""
+    import naiad
+
+    root = os.path.dirname(os.path.realpath(naiad.__file__))
+    digest = hashlib.sha256()
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            with open(path, "rb") as f:
+                content = f.read()
+            digest.update(f"{relative}\0{len(content)}\0".encode())
+            digest.update(content)
+    return digest.hexdigest()
+
+
+def hook_key() -> str:
+    """The part of the cache key that the pipeline hooks contribute (issue 5, item 4: the
+    ``add_stages_inspection_hook`` key and the registered pass plugins).  No hooks exist yet,
+    so it is empty; whatever changes the stages a backend runs must be returned from here."""
+    return ""
+
+
+def compile_key(src: Any, backend: Any, options: Any, target: Any) -> str:
+    """The cache key of compiling ``src`` with ``backend`` and ``options`` for ``target``."""
+    import naiad
+
+    parts = {
+        "format": CACHE_FORMAT,
+        "naiad": naiad.__version__,
+        "naiad_sources": naiad_sources_hash(),
+        "source": [src.ext, str(src.language), src.hash()],
+        "target": target.to_json(),
+        "backend": backend.hash(),
+        "options": options.hash(),
+        "env": [[var, knobs.env_value(var)] for var in backend.cache_env_vars],
+        "hooks": hook_key(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def file_name(kernel_name: str) -> str:
+    """The ``<kernel>`` part of an entry's file names."""
+    return kernel_name[:MAX_NAME]
+
+
+# -- entries ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Entry:
+    """What a `CompiledKernel` is made of, apart from its backend."""
+
+    name: str
+    asm: dict[str, Any]
+    metadata: dict[str, Any]
+    signature: list[tuple[str, Any]]
+
+
+def pack(key: str, name: str, entry: Entry, backend: Any) -> dict[str, bytes]:
+    """The files of an entry: every stage, the JSON metadata and the manifest.
+
+    Raises TypeError (from ``json``) when the metadata is not JSON-safe.
+    """
+    files: dict[str, bytes] = {}
+    for stage, output in entry.asm.items():
+        codec = backend.stage_codec(stage)
+        if not codec.binary and isinstance(output, (bytes, bytearray)):
+            files[f"{name}.{stage}"] = bytes(output)
+        else:
+            files[f"{name}.{stage}"] = codec.encode(output)
+    record = {"format": CACHE_FORMAT, "key": key, "name": entry.name, "stages": list(entry.asm),
+              "signature": [list(pair) for pair in entry.signature], "metadata": entry.metadata}
+    files[f"{name}.json"] = json.dumps(record, indent=1, allow_nan=True).encode()
+    manifest = {"format": CACHE_FORMAT, "key": key,
+                "files": {n: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+                          for n, data in files.items()}}
+    files[MANIFEST] = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    return files
+
+
+def unpack(files: dict[str, bytes], key: str, name: str, backend: Any) -> Entry:
+    """The entry held by ``files``; `CorruptEntry` says what is wrong with a damaged one."""
+    manifest = _json(files, MANIFEST)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise CorruptEntry(f"{MANIFEST} is not a manifest")
+    if manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
+        raise CorruptEntry(f"{MANIFEST} belongs to another key or format")
+    for file, expected in manifest["files"].items():
+        data = files.get(file)
+        if data is None:
+            raise CorruptEntry(f"{file} is missing")
+        if not isinstance(expected, dict):
+            raise CorruptEntry(f"{MANIFEST} has no size and hash for {file}")
+        if len(data) != expected.get("size"):
+            raise CorruptEntry(f"{file} has {len(data)} bytes, the manifest says {expected.get('size')}")
+        if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
+            raise CorruptEntry(f"{file} does not match its sha256 in the manifest")
+    metadata_file = f"{name}.json"
+    if metadata_file not in manifest["files"]:
+        raise CorruptEntry(f"the manifest does not list {metadata_file}")
+    record = _json(files, metadata_file)
+    try:
+        if record["format"] != CACHE_FORMAT or record["key"] != key:
+            raise CorruptEntry(f"{metadata_file} belongs to another key or format")
+        kernel_name, stages, metadata = record["name"], record["stages"], record["metadata"]
+        signature = [(str(n), _tuples(ty)) for n, ty in record["signature"]]
+        if not isinstance(kernel_name, str) or not isinstance(metadata, dict) or \
+                not isinstance(stages, list):
+            raise TypeError("wrong field types")
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptEntry(f"{metadata_file} is not a kernel record ({type(e).__name__}: {e})") from None
+    asm: dict[str, Any] = {}
+    for stage in stages:
+        stage_file = f"{name}.{stage}"
+        if stage_file not in manifest["files"]:
+            raise CorruptEntry(f"the manifest does not list {stage_file}")
+        try:
+            asm[stage] = backend.stage_codec(stage).decode(files[stage_file])
+        except UnicodeDecodeError:
+            raise CorruptEntry(f"{stage_file} is not UTF-8 text") from None
+    return Entry(kernel_name, asm, metadata, signature)
+
+
+def _json(files: dict[str, bytes], file: str) -> Any:
+    if file not in files:
+        raise CorruptEntry(f"{file} is missing")
+    try:
+        return json.loads(files[file].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CorruptEntry(f"{file} is not valid JSON ({e})") from None
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples of a launch signature (tuple parameters)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def load(key: str, name: str, backend: Any) -> tuple[Entry, dict[str, bytes]] | None:
+    """The cached entry of ``key`` and its files, or None.  A damaged entry is removed, with a
+    warning."""
+    manager = get_manager()
+    try:
+        files = manager.get(key)
+    except Exception as e:  # a remote cache that is down must not stop compilation
+        _warn(f"the kernel cache manager {_describe(manager)} failed to read {key} "
+              f"({type(e).__name__}: {e}); compiling instead")
+        return None
+    if files is None:
+        return None
+    try:
+        if not isinstance(files, dict):
+            raise CorruptEntry(f"{_describe(manager)}.get returned {type(files).__name__}, not a dict")
+        return unpack(files, key, name, backend), files
+    except CorruptEntry as e:
+        _warn(f"the cached kernel '{name}' ({_where(manager, key)}) is damaged: {e}; it was "
+              f"removed and the kernel is compiled again")
+        remove = getattr(manager, "remove", None)
+        if callable(remove):
+            with contextlib.suppress(Exception):
+                remove(key)
+        return None
+
+
+def store(key: str, files: dict[str, bytes]) -> None:
+    """Put an entry; a cache that cannot be written is a warning, the kernel still runs."""
+    manager = get_manager()
+    try:
+        manager.put(key, files)
+    except Exception as e:
+        fix = " -- fix: set NAIAD_CACHE_DIR to a writable directory" \
+            if isinstance(manager, FileCacheManager) else ""
+        _warn(f"cannot store kernel {key} with the cache manager {_describe(manager)} "
+              f"({type(e).__name__}: {e}){fix}")
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, NaiadWarning, stacklevel=4)
+
+
+def _describe(manager: Any) -> str:
+    return f"{type(manager).__module__}.{type(manager).__qualname__}"
+
+
+def _where(manager: Any, key: str) -> str:
+    if isinstance(manager, FileCacheManager):
+        return manager.path(key)
+    return f"key {key} of {_describe(manager)}"
+
+
+# -- managers --------------------------------------------------------------------------------
+
+class CacheManager:
+    """The interface of a kernel cache manager (``NAIAD_CACHE_MANAGER=module:Class``).
+
+    The class is constructed without arguments, once per process and class.  Keys are sha256
+    hex digests; an entry is a dict of file name -> bytes (names never contain a path
+    separator).  The core checks every entry's integrity itself, so a manager only stores and
+    returns bytes.
+    """
+
+    def get(self, key: str) -> dict[str, bytes] | None:
+        """Every file of the entry ``key``, or None when there is none."""
+        raise NotImplementedError
+
+    def put(self, key: str, files: dict[str, bytes]) -> None:
+        """Store an entry.  When ``key`` is already present the manager may keep either copy:
+        both were compiled from the same inputs."""
+        raise NotImplementedError
+
+    def remove(self, key: str) -> None:
+        """Drop the entry ``key`` (called when it is damaged).  Optional: the default does
+        nothing, and then a damaged entry is replaced only if `put` overwrites."""
+
+
+class FileCacheManager(CacheManager):
+    """One folder per key under ``<directory>/kernels/`` (``directory``: ``NAIAD_CACHE_DIR``,
+    read at each call).  Safe with several processes writing the same key at once."""
+
+    def __init__(self, directory: str | None = None):
+        self.directory = directory
+
+    @property
+    def root(self) -> str:
+        return os.path.join(self.directory or knobs.cache.dir, "kernels")
+
+    def path(self, key: str) -> str:
+        if not _KEY.match(key):
+            raise ValueError(f"not a cache key: {key!r}")
+        return os.path.join(self.root, key)
+
+    def get(self, key: str) -> dict[str, bytes] | None:
+        folder = self.path(key)
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        files = {}
+        for name in names:
+            with contextlib.suppress(OSError):       # vanished or unreadable: the manifest says so
+                with open(os.path.join(folder, name), "rb") as f:
+                    files[name] = f.read()
+        return files
+
+    def put(self, key: str, files: dict[str, bytes]) -> None:
+        folder = self.path(key)
+        if os.path.isdir(folder):
+            return                                    # another process was first: keep its entry
+        for name in files:
+            if not name or name.startswith(".") or "/" in name or os.sep in name or \
+                    (os.altsep and os.altsep in name):
+                raise ValueError(f"not a cache file name: {name!r}")
+        os.makedirs(self.root, exist_ok=True)
+        temporary = tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{key[:16]}-")
+        try:
+            for name, data in files.items():
+                with open(os.path.join(temporary, name), "wb") as f:
+                    f.write(data)
+            try:
+                os.rename(temporary, folder)
+            except OSError:
+                if not os.path.isdir(folder):
+                    raise
+                # Another process renamed its entry into place first: keep theirs.
+        finally:
+            if os.path.isdir(temporary):
+                shutil.rmtree(temporary, ignore_errors=True)
+
+    def remove(self, key: str) -> None:
+        folder = self.path(key)
+        doomed = os.path.join(self.root, f".del-{key[:16]}-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            os.rename(folder, doomed)                 # atomic: readers see the entry or nothing
+        except OSError:
+            return                                    # gone already (another process removed it)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+
+_managers: dict[Any, CacheManager] = {}
+
+
+def get_manager() -> Any:
+    """The manager chosen by ``naiad.knobs.cache.manager_class`` (one instance per class)."""
+    spec = knobs.cache.manager_class
+    if spec is None:
+        return FileCacheManager()
+    manager = _managers.get(spec)
+    if manager is None:
+        cls = _manager_class(spec)
+        try:
+            manager = cls()
+        except Exception as e:
+            raise CacheManagerError(f"NAIAD_CACHE_MANAGER={_spec_text(spec)}: constructing "
+                                    f"{cls.__name__}() failed ({type(e).__name__}: {e}) -- fix: "
+                                    f"the class must be constructible without arguments") from e
+        _managers[spec] = manager
+    return manager
+
+
+def _spec_text(spec: Any) -> str:
+    return repr(spec) if isinstance(spec, str) else repr(getattr(spec, "__qualname__", spec))
+
+
+def _manager_class(spec: Any) -> type:
+    fix = ("-- fix: set it to 'package.module:ClassName' of a class with get(key) and "
+           "put(key, files) (see naiad.compiler.cache.CacheManager), or unset it")
+    if isinstance(spec, str):
+        module_name, _, class_name = spec.strip().partition(":")
+        if not module_name or not class_name or not class_name.replace(".", "_").isidentifier():
+            raise CacheManagerError(f"NAIAD_CACHE_MANAGER={spec!r} is not of the form "
+                                    f"'module:Class' {fix}")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            raise CacheManagerError(f"NAIAD_CACHE_MANAGER={spec!r}: cannot import module "
+                                    f"{module_name!r} ({type(e).__name__}: {e}) {fix}") from e
+        cls: Any = module
+        for part in class_name.split("."):
+            cls = getattr(cls, part, None)
+        if cls is None:
+            raise CacheManagerError(f"NAIAD_CACHE_MANAGER={spec!r}: module {module_name!r} has no "
+                                    f"attribute {class_name!r} {fix}")
+    else:
+        cls = spec
+    if not isinstance(cls, type):
+        raise CacheManagerError(f"NAIAD_CACHE_MANAGER={_spec_text(spec)} is not a class {fix}")
+    missing = [m for m in ("get", "put") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise CacheManagerError(f"NAIAD_CACHE_MANAGER={_spec_text(spec)}: {cls.__qualname__} has no "
+                                f"{' and no '.join(missing)} method {fix}")
+    return cls
