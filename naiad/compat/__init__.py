@@ -44,6 +44,7 @@ ALIASES = {
 #: Imported only when asked for: they need torch, as the tests that use them do.
 LAZY_ALIASES = {
     "triton._internal_testing": "naiad.compat.internal_testing",
+    "triton.tools.mxfp": "naiad.compat.mxfp",
 }
 
 

@@ -1,9 +1,11 @@
 """``triton.tools.tensor_descriptor.TensorDescriptor``: a host-side description of a tiled view
-of an array (base, shape, strides, block shape, padding).
+of an array (base, shape, strides, block shape, padding), passed to kernels as an argument.
 
-Naiad's language does not lower tensor descriptors yet; kernels that take one fail to compile
-with a message saying so.  The class exists so that code (and Triton's tests) importing it
-load, and its checks give the same answers as Triton's for bad descriptors.
+Inside the kernel the argument is a `naiad.language.tensor_descriptor.tensor_descriptor`, the
+same value ``tl.make_tensor_descriptor`` makes: ``desc.load``, ``desc.store``, ``desc.shape``...
+A launch specializes it by element type, block shape and padding (`signature`) and passes its
+base array, shape and strides as the kernel's parameters (`naiad.language.tensor_descriptor.host_parts`).
+The checks below give the same answers as Triton's for bad descriptors.
 """
 
 from __future__ import annotations
@@ -38,5 +40,27 @@ class TensorDescriptor:
     @staticmethod
     def from_tensor(tensor: Any, block_shape: list[int], padding: str = "zero",
                     round_f32_to_tf32: bool = False) -> "TensorDescriptor":
-        return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), list(block_shape),
+        """The descriptor of a whole torch tensor or numpy array (whose strides numpy gives in
+        bytes)."""
+        strides = tensor.stride() if callable(getattr(tensor, "stride", None)) else \
+            [s // tensor.itemsize for s in tensor.strides]
+        return TensorDescriptor(tensor, list(tensor.shape), list(strides), list(block_shape),
                                 padding, round_f32_to_tf32)
+
+    def signature(self) -> str:
+        """The kernel signature string of this argument, e.g. ``"tensordesc<fp32[16, 32]>"``:
+        what a launch specializes on (the element type, block shape and padding)."""
+        from naiad.language import dtypes
+        from naiad.language.tensor_descriptor import tensor_descriptor_type
+        from naiad.runtime.jit import LaunchError, _array_type_string, data_pointer
+
+        if data_pointer(self.base) is None:
+            raise LaunchError(f"a TensorDescriptor's base must be an array, not a "
+                              f"{type(self.base).__name__}")
+        element = _array_type_string(self.base)
+        if self.padding == "nan" and not dtypes.str_to_ty(element).is_floating():
+            raise LaunchError(f"a TensorDescriptor with padding='nan' needs floating-point "
+                              f"elements, not {element} -- fix: use padding='zero'")
+        ty = tensor_descriptor_type(dtypes.pointer_type(dtypes.str_to_ty(element)),
+                                    list(self.block_shape), self.padding)
+        return ty.signature

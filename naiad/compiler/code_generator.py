@@ -3,6 +3,8 @@
 One `CodeGenerator` walks one function's AST for one specialization.  Values in its scope are:
 
 - `naiad.language.core.tensor`: a runtime value (scalar or block) backed by an SSA value;
+- `naiad.language.core.aggregate_value`: a runtime value made of several tensors (a tensor
+  descriptor), passed through calls, returns and control flow as those tensors;
 - `naiad.language.core.constexpr`: a compile-time value;
 - any other Python object reachable from the kernel (modules, dtypes, ``@jit`` functions,
   builtins, tuples of values).
@@ -116,6 +118,12 @@ def _unwrap(value: Any) -> Any:
 
 def _is_runtime(value: Any) -> bool:
     return isinstance(value, tensor)
+
+
+def _holds_runtime(value: Any) -> bool:
+    """A tensor, or an aggregate of tensors (a tensor descriptor): a value that control flow
+    must carry."""
+    return isinstance(value, (tensor, core.aggregate_value))
 
 
 class CodeGenerator(ast.NodeVisitor):
@@ -457,10 +465,10 @@ class CodeGenerator(ast.NodeVisitor):
         compile-time value stays compile-time; otherwise both sides become runtime values
         (in their own branch) and must have the same type."""
         a, b = _unwrap_sequence(a), _unwrap_sequence(b)
-        if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
-            if type(a) is not type(b) or len(a) != len(b):
+        if _is_structure(a) or _is_structure(b):
+            if not _same_structure(a, b):
                 raise self.error(_return_mismatch(a, b), node)
-            parts = [self.merge_returns(x, y, blocks, node) for x, y in zip(a, b)]
+            parts = [self.merge_returns(x, y, blocks, node) for x, y in zip(_items(a), _items(b))]
             return _rebuild(a, [t for t, _ in parts]), [p for _, ps in parts for p in ps]
         if not _is_runtime(a) and not _is_runtime(b) and _same_constant(a, b):
             return a, []
@@ -493,11 +501,11 @@ class CodeGenerator(ast.NodeVisitor):
                 raise self.error(f"{n!r} has type {type_name(a.type)} in the 'if' branch but "
                                  f"{type_name(b.type)} in the 'else' branch -- fix: cast one with "
                                  f".to(...) so both branches agree", node)
+        then_parts, else_parts = _runtime_parts(then_values), _runtime_parts(else_values)
         results = self.builder.create_if(
-            cond.handle, [self.semantic.ir_type(v.type) for v in then_values],
-            then_ops, [v.handle for v in then_values], else_ops, [v.handle for v in else_values])
-        for n, handle, value in zip(names, results, then_values):
-            self.lscope[n] = tensor(handle, value.type)
+            cond.handle, [self.semantic.ir_type(v.type) for v in then_parts],
+            then_ops, [v.handle for v in then_parts], else_ops, [v.handle for v in else_parts])
+        self.lscope.update(zip(names, _rebuilt(then_values, results)))
 
     def merged_value(self, name: str, then_value: Any, else_value: Any, before: dict,
                      node: ast.AST) -> bool:
@@ -511,10 +519,11 @@ class CodeGenerator(ast.NodeVisitor):
             return False
         return True
 
-    def branch_result(self, name: str, value: Any, before: dict, node: ast.AST) -> tensor:
-        """The runtime value a branch yields for ``name``.  A number the branch left unchanged
-        is materialized before the ``if``; other compile-time values cannot differ."""
-        if _is_runtime(value):
+    def branch_result(self, name: str, value: Any, before: dict, node: ast.AST) -> Any:
+        """The runtime value (a tensor or an aggregate) a branch yields for ``name``.  A number
+        the branch left unchanged is materialized before the ``if``; other compile-time values
+        cannot differ."""
+        if _holds_runtime(value):
             return value
         if value is before.get(name) and isinstance(_unwrap(value), (bool, int, float)):
             return self.materialize(value, node)
@@ -579,27 +588,26 @@ class CodeGenerator(ast.NodeVisitor):
         def body(block_args):
             self.lscope = dict(before)
             self.lscope[var] = tensor(block_args[0], lb.type)
-            for n, arg in zip(carried, block_args[1:]):
-                self.lscope[n] = tensor(arg, before[n].type)
+            self.lscope.update(zip(carried, _rebuilt(init, block_args[1:])))
             self.visit_body(node.body)
-            return [self.check_carried(n, before[n], node) for n in carried]
+            return [h for n in carried for h in self.check_carried(n, before[n], node)]
 
         results = self.builder.create_for(lb.handle, ub.handle, step.handle,
-                                          [v.handle for v in init], body,
+                                          [v.handle for v in _runtime_parts(init)], body,
                                           iterator.attributes())
         self.lscope = before
-        for n, handle in zip(carried, results):
-            self.lscope[n] = tensor(handle, before[n].type)
+        self.lscope.update(zip(carried, _rebuilt(init, results)))
 
-    def check_carried(self, name: str, initial: tensor, node: ast.AST) -> Any:
+    def check_carried(self, name: str, initial: Any, node: ast.AST) -> list:
+        """The IR values the loop body yields for ``name`` (an aggregate yields its parts)."""
         value = self.lscope.get(name)
-        if not _is_runtime(value):
+        if not _holds_runtime(value):
             value = self.materialize(value, node)
         if value.type != initial.type:
             raise self.error(f"loop-carried variable {name!r} starts as {type_name(initial.type)} "
                              f"but is re-assigned to {type_name(value.type)} in the loop -- fix: "
                              f"keep its type the same, e.g. initialize it with the loop's type", node)
-        return value.handle
+        return [t.handle for t in _runtime_parts([value])]
 
     def carried_names(self, body: list[ast.stmt], before: dict,
                       loop_var: tuple[str, Any] | None = None) -> list[str]:
@@ -623,9 +631,9 @@ class CodeGenerator(ast.NodeVisitor):
         names = []
         for n, old in before.items():
             new = after.get(n)
-            if new is old or (not _is_runtime(new) and not _is_runtime(old)):
+            if new is old or (not _holds_runtime(new) and not _holds_runtime(old)):
                 continue
-            if not _is_runtime(old):
+            if not _holds_runtime(old):
                 before[n] = self.materialize(old, body[0])
             names.append(n)
         return names
@@ -643,8 +651,7 @@ class CodeGenerator(ast.NodeVisitor):
 
         def condition(block_args):
             self.lscope = dict(before)
-            for n, arg in zip(carried, block_args):
-                self.lscope[n] = tensor(arg, before[n].type)
+            self.lscope.update(zip(carried, _rebuilt(init, block_args)))
             cond = self.visit(node.test)
             if not _is_runtime(cond):
                 cond = self.semantic.to_tensor(bool(_unwrap(cond)))
@@ -652,15 +659,14 @@ class CodeGenerator(ast.NodeVisitor):
 
         def body(block_args):
             self.lscope = dict(before)
-            for n, arg in zip(carried, block_args):
-                self.lscope[n] = tensor(arg, before[n].type)
+            self.lscope.update(zip(carried, _rebuilt(init, block_args)))
             self.visit_body(node.body)
-            return [self.check_carried(n, before[n], node) for n in carried]
+            return [h for n in carried for h in self.check_carried(n, before[n], node)]
 
-        results = self.builder.create_while([v.handle for v in init], condition, body)
+        results = self.builder.create_while([v.handle for v in _runtime_parts(init)], condition,
+                                            body)
         self.lscope = before
-        for n, handle in zip(carried, results):
-            self.lscope[n] = tensor(handle, before[n].type)
+        self.lscope.update(zip(carried, _rebuilt(init, results)))
 
     # -- expressions ----------------------------------------------------------------------------
     def visit_Constant(self, node: ast.Constant) -> Any:
@@ -946,10 +952,37 @@ def _template(value: Any) -> tuple[Any, list[tensor]]:
     value = _unwrap_sequence(value)
     if isinstance(value, tensor):
         return ArgSlot(value.type), [value]
-    if isinstance(value, (tuple, list)):
-        parts = [_template(v) for v in value]
+    if _is_structure(value):
+        parts = [_template(v) for v in _items(value)]
         return _rebuild(value, [t for t, _ in parts]), [x for _, xs in parts for x in xs]
     return value, []
+
+
+def _is_structure(value: Any) -> bool:
+    """A tuple, list or aggregate: a value made of other values (`_items`)."""
+    return isinstance(value, (tuple, list, core.aggregate_value))
+
+
+def _items(value: Any) -> list:
+    return value.parts() if isinstance(value, core.aggregate_value) else list(value)
+
+
+def _same_structure(a: Any, b: Any) -> bool:
+    """Whether two structures have the same kind, length and (aggregates) type."""
+    return type(a) is type(b) and len(_items(a)) == len(_items(b)) and \
+        (not isinstance(a, core.aggregate_value) or a.type == b.type)
+
+
+def _runtime_parts(values: list) -> list[tensor]:
+    """The tensors of runtime values, aggregates replaced by their parts."""
+    return [t for v in values for t in _template(v)[1]]
+
+
+def _rebuilt(values: list, handles: Any) -> list:
+    """Values of the same types as ``values`` made of ``handles`` (IR values in
+    `_runtime_parts` order): the results of an ``scf.if`` or a loop, or block arguments."""
+    handles = iter(handles)
+    return [_fill(_template(v)[0], handles) for v in values]
 
 
 def _unwrap_sequence(value: Any) -> Any:
@@ -959,7 +992,9 @@ def _unwrap_sequence(value: Any) -> Any:
 
 
 def _rebuild(like: Any, items: list) -> Any:
-    """A tuple, list or namedtuple of the same kind as ``like`` holding ``items``."""
+    """A tuple, list, namedtuple or aggregate of the same kind as ``like`` holding ``items``."""
+    if isinstance(like, core.aggregate_value):
+        return like.with_parts(items)
     if _is_namedtuple_class(type(like)):
         return type(like)(*items)
     return type(like)(items)
@@ -970,15 +1005,15 @@ def _as_template(ty: Any) -> Any:
     or already a template (a device function's)."""
     if isinstance(ty, core.tuple_type):
         return tuple(_as_template(t) for t in ty)
-    return ty if isinstance(ty, (ArgSlot, tuple, list)) else ArgSlot(ty)
+    return ty if isinstance(ty, (ArgSlot, tuple, list, core.aggregate_value)) else ArgSlot(ty)
 
 
 def _slots(template: Any, path: tuple) -> list[tuple[tuple, Any]]:
     """(path, type) of each runtime element of a parameter, in block-argument order."""
     if isinstance(template, ArgSlot):
         return [(path, template.ty)]
-    if isinstance(template, (tuple, list)):
-        return [slot for i, v in enumerate(template) for slot in _slots(v, (*path, i))]
+    if _is_structure(template):
+        return [slot for i, v in enumerate(_items(template)) for slot in _slots(v, (*path, i))]
     return []
 
 
@@ -986,8 +1021,8 @@ def _fill(template: Any, args: Any) -> Any:
     """The argument value: the template with each `ArgSlot` replaced by the next block argument."""
     if isinstance(template, ArgSlot):
         return tensor(next(args), template.ty)
-    if isinstance(template, (tuple, list)):
-        return _rebuild(template, [_fill(v, args) for v in template])
+    if _is_structure(template):
+        return _rebuild(template, [_fill(v, args) for v in _items(template)])
     return template
 
 
@@ -1028,6 +1063,8 @@ def _describe_value(value: Any) -> str:
         return f"a tensor of type {type_name(value.type)}"
     if isinstance(value, constexpr):
         return f"the constexpr {value.value!r}"
+    if isinstance(value, core.aggregate_value):
+        return f"a {value.type}"
     return f"a {type(value).__name__}"
 
 

@@ -22,6 +22,7 @@ from naiad.compiler.errors import CompilationError
 from naiad.language import dtypes
 from naiad.language.core import constexpr
 from naiad.language.semantic import Semantic
+from naiad.language.tensor_descriptor import is_signature, tensor_descriptor, tensor_descriptor_type
 from naiad.runtime.jit import JITFunction
 
 _DIVISIBILITY = [("tt.divisibility", 16)]
@@ -103,11 +104,17 @@ def _arg_types(fn: JITFunction, signature: dict[int, Any], constants: dict[int, 
 
 def _template(text: Any, path: tuple, constants: dict) -> Any:
     """A parameter's dtype, or for a tuple signature the tuple (or namedtuple) of its elements:
-    an `ArgSlot` per runtime element, the value of each constexpr element (``constants[path]``)."""
+    an `ArgSlot` per runtime element, the value of each constexpr element (``constants[path]``);
+    for a tensor descriptor (``"tensordesc<fp32[16, 32]>"``) the descriptor of an `ArgSlot`
+    per part (base pointer, shape, strides)."""
+    if is_signature(text):
+        ty = tensor_descriptor_type.from_signature(text)
+        return tensor_descriptor.from_parts(ty, [ArgSlot(t) for t in ty.part_types()])
     if not isinstance(text, tuple):
         return dtypes.str_to_ty(text)
     items = [constexpr(constants[(*path, i)]) if t == "constexpr" else
-             _template(t, (*path, i), constants) if isinstance(t, tuple) else
+             _template(t, (*path, i), constants)
+             if isinstance(t, tuple) or is_signature(t) else
              ArgSlot(dtypes.str_to_ty(t)) for i, t in enumerate(text)]
     return type(text)(*items) if hasattr(text, "_fields") else tuple(items)
 

@@ -17,11 +17,14 @@ from naiad.language.core import (PropagateNan, TRITON_MAX_TENSOR_NUMEL, advance,
                                  debug_barrier, device_assert, device_print, dot, dot_scaled, dtype,
                                  expand_dims, full, full_like, get_int_dtype,
                                  inline_asm_elementwise, interleave, join, load, logical_and,
-                                 logical_or, make_block_ptr, make_tensor_descriptor, max_constancy,
+                                 logical_or, make_block_ptr, max_constancy,
                                  max_contiguous, maximum, minimum, multiple_of, num_programs,
                                  permute, program_id, range, reduce, reshape, split, static_assert,
                                  static_print, static_range, store, tensor, trans, view, where,
                                  zeros, zeros_like)
+from naiad.language.tensor_descriptor import (load_tensor_descriptor, make_tensor_descriptor,
+                                              store_tensor_descriptor, tensor_descriptor,
+                                              tensor_descriptor_type)
 from naiad.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log,
                                  log2, rsqrt, sin, sqrt, sqrt_rn, umulhi)
 from naiad.language.standard import (argmax, argmin, bitonic_merge, cdiv, cumprod, cumsum, flip, item,

@@ -213,6 +213,24 @@ class tensor:
         return len(self.shape)
 
 
+class aggregate_value:
+    """A runtime value made of several runtime parts and a compile-time ``type`` (a tensor
+    descriptor: a pointer, a shape and strides; `naiad.language.tensor_descriptor`).
+
+    The code generator passes one through calls, returns, ``if`` and loops as its parts:
+    `parts` lists them (tensors) and `with_parts` builds the same kind of value, of the same
+    ``type``, from others (block arguments, results).
+    """
+
+    type: Any
+
+    def parts(self) -> list:
+        raise NotImplementedError
+
+    def with_parts(self, parts: list) -> "aggregate_value":
+        raise NotImplementedError
+
+
 class _member:
     """``x.sum(...)`` is ``tl.sum(x, ...)``: a tensor method that is a language function.
 
@@ -493,29 +511,6 @@ def make_block_ptr(base: tensor, shape: Any, strides: Any, offsets: Any, block_s
 @builtin
 def advance(base: tensor, offsets: Any) -> tensor:
     return _sem().advance(base, [_t(o) for o in _unwrap(offsets)])
-
-
-def _descriptor_function(name: str) -> Callable:
-    def unsupported(*args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(f"tensor descriptors (tl.{name}) are not supported by Naiad yet "
-                                  f"-- fix: use pointer arithmetic or tl.make_block_ptr")
-    unsupported.__name__ = unsupported.__qualname__ = name
-    return builtin(unsupported)
-
-
-@builtin
-def make_tensor_descriptor(base: tensor, shape: Any, strides: Any, block_shape: Any,
-                           padding_option: Any = "zero") -> None:
-    """Not supported yet; the arguments are checked first, so that a descriptor Triton rejects
-    gets Triton's error rather than this one."""
-    _sem().check_tensor_descriptor(base, list(_unwrap(shape)), [_unwrap(s) for s in _unwrap(strides)],
-                                   _unwrap_shape(block_shape))
-    raise NotImplementedError("tensor descriptors (tl.make_tensor_descriptor) are not supported by "
-                              "Naiad yet -- fix: use pointer arithmetic or tl.make_block_ptr")
-
-
-load_tensor_descriptor = _descriptor_function("load_tensor_descriptor")
-store_tensor_descriptor = _descriptor_function("store_tensor_descriptor")
 
 
 def _atomic(op: str) -> Callable:

@@ -161,7 +161,8 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
     key "D" when divisible by 16; arrays are "*<dtype>" with key "D" when their address is
     16-byte aligned; floats are "fp32", bools "u1"; constexprs, None, dtypes and ``@jit``
     functions are constexprs; tuples specialize element-wise (a namedtuple's types are held
-    in the same namedtuple class).
+    in the same namedtuple class); a ``TensorDescriptor`` is its type string
+    (``"tensordesc<fp32[16, 32]>"``, `naiad.language.tensor_descriptor`).
     """
     from naiad.language import core, dtypes
 
@@ -197,8 +198,13 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         ty = _array_type_string(value)
         key = ("D" if align and pointer % 16 == 0 else "") if specialize_value else None
         return "*" + ty, key
+    from naiad.compat.tensor_descriptor import TensorDescriptor
+
+    if isinstance(value, TensorDescriptor):
+        return value.signature(), None
     raise LaunchError(f"cannot pass an object of type {type(value).__name__} to a kernel "
-                      f"(pass an array, a number, a bool, a dtype, None or a tl.constexpr)")
+                      f"(pass an array, a number, a bool, a dtype, None, a tl.constexpr or a "
+                      f"TensorDescriptor)")
 
 
 class JITFunction:

@@ -206,7 +206,6 @@ def descriptor_kernel(ptr, B0: tl.constexpr, B1: tl.constexpr):
                        "but got 2 * 4 = 8 bytes -- fix: make the last dimension of block_shape at "
                        "least 4 elements"),
     (np.int16, (8, 4), "but got 4 * 2 = 8 bytes"),
-    (np.int32, (8, 8), "tensor descriptors (tl.make_tensor_descriptor) are not supported by Naiad yet"),
 ])
 def test_tensor_descriptor_block_shape_is_checked_first(dtype, block, message):
     with pytest.raises(CompilationError) as error:

@@ -329,7 +329,7 @@ def xor_sum_of_floats(X):
 
 @jit
 def tensor_descriptor(X):
-    d = tl.make_tensor_descriptor(X, shape=[16], strides=[1], block_shape=[16])  # E:descriptor
+    d = tl.make_tensor_descriptor(X, shape=[16], strides=[1], block_shape=[2])  # E:descriptor
 
 
 @jit
@@ -549,7 +549,8 @@ CASES = [
     (xor_sum_of_floats, (F32,), {}, CompileTimeAssertionFailure, "xor_sum_float",
      ["xor_sum is only defined for integers", "inside tl.xor_sum"]),
     (tensor_descriptor, (F32,), {}, CompilationError, "descriptor",
-     ["not supported by Naiad yet", "fix: use pointer arithmetic or tl.make_block_ptr"]),
+     ["at least 16 bytes in the last dimension, but got 2 * 4 = 8 bytes",
+      "fix: make the last dimension of block_shape at least 4 elements"]),
     (one_sided_assignment, (F32, 4), {}, CompilationError, "one_sided_use",
      ["'v' is not defined here", f"only in one branch of the runtime 'if' at line "
       f"{line_of('one_sided_if')}", "fix: assign it before the if"]),

@@ -21,6 +21,7 @@ from naiad.backends.compiler import GPUTarget
 from naiad.backends.cpu import runtime
 from naiad.backends.driver import DriverBase
 from naiad.errors import NaiadError
+from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.jit import data_pointer
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
@@ -111,13 +112,18 @@ class CPULauncher:
 def runtime_slots(signature: Sequence[tuple[str, Any]]) -> list[tuple[str, str, tuple]]:
     """(name, type string, path) of each argument the kernel receives, in order: constexprs
     are left out and a tuple parameter gives its elements, flattened depth-first, as in the
-    kernel's own parameter list (``x[1][0]`` has path ``(i, 1, 0)``)."""
+    kernel's own parameter list (``x[1][0]`` has path ``(i, 1, 0)``); a tensor descriptor gives
+    its base, shape and strides (``d.shape[1]`` has path ``(i, "shape", 1)``)."""
     slots = []
 
     def visit(name: str, ty: Any, path: tuple) -> None:
         if isinstance(ty, tuple):
             for i, element in enumerate(ty):
                 visit(f"{name}[{i}]", element, (*path, i))
+        elif is_signature(ty):
+            for where, part in host_parts(ty):
+                suffix = "".join(f".{w}" if isinstance(w, str) else f"[{w}]" for w in where)
+                slots.append((name + suffix, part, (*path, *where)))
         elif ty != "constexpr":
             slots.append((name, ty, path))
 
@@ -129,7 +135,7 @@ def runtime_slots(signature: Sequence[tuple[str, Any]]) -> list[tuple[str, str, 
 def _argument(args: Sequence[Any], path: tuple) -> Any:
     value = args[path[0]]
     for i in path[1:]:
-        value = value[i]
+        value = getattr(value, i) if isinstance(i, str) else value[i]
     return value
 
 
