@@ -96,6 +96,54 @@ def env_list(env: str, doc: str) -> Any:
     return Knob(env, list, _parse_list, doc)
 
 
+class CodeKnob:
+    """A setting made only from code (a hook, a listener): kept with the group's overrides, so
+    ``scope()`` restores it, but bound to no environment variable."""
+
+    def __init__(self, default: Callable[[], Any], doc: str):
+        self.default = default
+        self.doc = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, group: "KnobGroup | None", owner: type) -> Any:
+        if group is None:
+            return self
+        if self.name not in group._overrides:
+            group._overrides[self.name] = self.default()
+        return group._overrides[self.name]
+
+    def __set__(self, group: "KnobGroup", value: Any) -> None:
+        group._overrides[self.name] = value
+
+    def __delete__(self, group: "KnobGroup") -> None:
+        group._overrides.pop(self.name, None)
+
+
+class HookChain:
+    """Callables run in the order added: ``chain.add(fn)``, ``chain.remove(fn)``, ``chain(*args)``."""
+
+    def __init__(self) -> None:
+        self.calls: list[Callable[..., Any]] = []
+
+    def add(self, fn: Callable[..., Any]) -> None:
+        if not callable(fn):
+            raise KnobError(f"a hook must be callable, not {type(fn).__name__}")
+        self.calls.append(fn)
+
+    def remove(self, fn: Callable[..., Any]) -> None:
+        self.calls.remove(fn)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        for fn in list(self.calls):
+            fn(*args, **kwargs)
+
+
 class KnobGroup:
     """A named set of knobs; subclasses declare knobs as class attributes."""
 
@@ -155,6 +203,14 @@ class CompilationKnobs(KnobGroup):
         "NAIAD_KERNEL_DUMP", False,
         "1: write every stage's output of every kernel compiled or read from the cache to "
         "<dump_dir>/<kernel hash>/<kernel>.<stage>, with <kernel>.json (the metadata).")
+    pass_plugins = env_list(
+        "NAIAD_PASS_PLUGINS",
+        "';'-separated Python modules imported before the first pass runs; each registers passes "
+        "with naiad.passes.register_pass (see also the entry-point group naiad.passes).")
+    listener = CodeKnob(
+        lambda: None,
+        "Called after each compilation as listener(src, metadata, times, cache_hit): times maps "
+        "'ir' and each stage to seconds (empty on a cache hit).")
     override = env_bool(
         "NAIAD_KERNEL_OVERRIDE", False,
         "1: when <override_dir>/<kernel hash>/<kernel>.<stage> exists, its content replaces that "
@@ -168,6 +224,18 @@ class RuntimeKnobs(KnobGroup):
         "NAIAD_DEBUG", False,
         "1: compile every kernel in debug mode (device_assert active, loads and stores "
         "bounds-checked on the CPU), as if launched with debug=True.")
+    add_stages_inspection_hook = CodeKnob(
+        lambda: None,
+        "Triton's convention: hook() -> (key, hash) names the change for the cache key; "
+        "hook(backend, stages, options, language, capability) edits the stages dict after the "
+        "backend filled it.")
+    launch_enter_hook = CodeKnob(HookChain, "Called as hook(launch_metadata) before each launch.")
+    launch_exit_hook = CodeKnob(HookChain, "Called as hook(launch_metadata) after each launch.")
+    kernel_load_start_hook = CodeKnob(
+        HookChain, "Called as hook(module, function, name, metadata, hash) before a binary loads "
+        "(module and function None).")
+    kernel_load_end_hook = CodeKnob(
+        HookChain, "Called as hook(module, function, name, metadata, hash) after a binary loaded.")
 
 
 class AutotuningKnobs(KnobGroup):

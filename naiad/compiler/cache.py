@@ -89,10 +89,14 @@ def naiad_sources_hash() -> str:
 
 
 def hook_key() -> str:
-    """The part of the cache key that the pipeline hooks contribute (issue 5, item 4: the
-    ``add_stages_inspection_hook`` key and the registered pass plugins).  No hooks exist yet,
-    so it is empty; whatever changes the stages a backend runs must be returned from here."""
-    return ""
+    """The part of the cache key that changes the stages a backend runs: the stages inspection
+    hook's own ``(key, hash)`` (Triton's convention: the hook called with no arguments) and the
+    pass plugin modules configured."""
+    from naiad import knobs
+
+    hook = knobs.runtime.add_stages_inspection_hook
+    parts = [repr(hook()) if hook is not None else "", ";".join(knobs.compilation.pass_plugins)]
+    return "|".join(parts) if any(parts) else ""
 
 
 def compile_key(src: Any, backend: Any, options: Any, target: Any) -> str:

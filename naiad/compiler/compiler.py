@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 import warnings
 from typing import Any
 
@@ -166,9 +167,16 @@ class CompiledKernel:
     def load(self, driver: Any) -> None:
         if self.function is not None:
             return
+        from naiad import knobs
+
         device = driver.get_current_device()
+        start_hook, end_hook = knobs.runtime.kernel_load_start_hook, knobs.runtime.kernel_load_end_hook
+        if start_hook:
+            start_hook(None, None, self.name, self.metadata, self.hash)
         self.module, self.function, self.n_regs, self.n_spills, _ = driver.load_binary(
             self.name, self.binary, self.metadata, device)
+        if end_hook:
+            end_hook(self.module, self.function, self.name, self.metadata, self.hash)
         self.launcher = driver.make_launcher(self.signature, self.metadata)
         self.packed_metadata = self.backend.pack_metadata(self.metadata)
 
@@ -198,9 +206,15 @@ class CompiledKernel:
         return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
+        from naiad import knobs
+
         self.load(driver)
-        self.launcher(grid[0], grid[1], grid[2], driver.get_current_stream(), self.function,
-                      self.packed_metadata, None, None, None, *args)
+        stream = driver.get_current_stream()
+        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        launch_metadata = {"name": self.name, "grid": grid, "stream": stream, "hash": self.hash} \
+            if enter or leave else None
+        self.launcher(grid[0], grid[1], grid[2], stream, self.function, self.packed_metadata,
+                      launch_metadata, enter or None, leave or None, *args)
 
 
 def compile(src: Any, target: GPUTarget | None = None, options: dict | None = None) -> CompiledKernel:
@@ -223,6 +237,9 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     opts = backend.parse_options(dict(options or {}, **src.parse_options()))
     stages: dict = {}
     backend.add_stages(stages, opts, src.language)
+    inspect_stages = knobs.runtime.add_stages_inspection_hook
+    if inspect_stages is not None:
+        inspect_stages(backend, stages, opts, src.language, target.arch)
     names = list(stages)
     if src.ext not in names:
         raise NaiadError(f"backend for {target} has no stage {src.ext!r} (its stages: "
@@ -240,14 +257,19 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
             entry, files = hit
             if knobs.compilation.dump_ir:
                 dump.dump(key, files)
+            _notify(src, entry.metadata, {}, True)
             return _compiled(entry, backend)
 
+    start = time.perf_counter()
     module = src.make_ir(opts, backend.get_codegen_implementation(opts), backend.get_module_map())
+    times = {"ir": time.perf_counter() - start}
     metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(), "hash": key,
                                 **_json_safe(vars(opts))}
     asm: dict[str, Any] = {src.ext: _stage_text(module)}
     for stage in names[first:]:
+        start = time.perf_counter()
         module = _run_stage(stages[stage], stage, module, metadata, target)
+        times[stage] = time.perf_counter() - start
         if stage in overrides:
             module = dump.read_override(overrides[stage], stage, module, backend)
             metadata.setdefault("overrides", {})[stage] = overrides[stage]
@@ -259,6 +281,7 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
         warnings.warn(f"kernel '{entry.name}' is not cached: its metadata is not JSON ({e}) -- "
                       f"fix: the {target.backend} backend's stages must put only JSON values in "
                       f"the metadata", NaiadWarning, stacklevel=2)
+        _notify(src, entry.metadata, times, False)
         return _compiled(entry, backend)
     if not overrides:
         cache.store(key, files)
@@ -266,7 +289,17 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
         dump.dump(key, files)
     # Built from the stored files, so a kernel compiled now and one read from the cache later
     # are the same object graph (JSON metadata, tuple signatures).
+    _notify(src, entry.metadata, times, False)
     return _compiled(cache.unpack(files, key, name, backend), backend)
+
+
+def _notify(src: Any, metadata: dict, times: dict, cache_hit: bool) -> None:
+    """Tell ``knobs.compilation.listener``, if set, about one compilation."""
+    from naiad import knobs
+
+    listener = knobs.compilation.listener
+    if listener is not None:
+        listener(src, metadata, times, cache_hit)
 
 
 def _compiled(entry: "cache.Entry", backend: BaseBackend) -> CompiledKernel:

@@ -3,7 +3,8 @@
 Each pass is an xDSL `ModulePass` in its own module and mutates a `ModuleOp` in place.  The
 registry maps names ("inline", "canonicalize", ...) to a function of the module, so a backend
 or a plugin can run passes by name, add its own with `register_pass`, or build its own
-pipeline from `TTIR_PIPELINE`.
+pipeline from `TTIR_PIPELINE`.  Pass plugins (`naiad.passes.plugins`) are loaded on the first
+lookup.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def register_pass(name: str, pass_: PassFn | ModulePass, *, replace: bool = Fals
 
 
 def get_pass(name: str) -> PassFn:
+    from naiad.passes.plugins import load_pass_plugins
+
+    load_pass_plugins()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -64,6 +68,9 @@ def get_pass(name: str) -> PassFn:
 
 
 def registered_passes() -> list[str]:
+    from naiad.passes.plugins import load_pass_plugins
+
+    load_pass_plugins()
     return sorted(_REGISTRY)
 
 
