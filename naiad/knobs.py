@@ -334,3 +334,24 @@ def _as_env_text(value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         return ";".join(map(str, value))
     return str(value)
+
+
+def raw_reader(group: "KnobGroup", names: tuple[str, ...]) -> Callable[[], tuple]:
+    """A function returning a cheap token of some environment knobs of ``group``: their
+    overrides and raw environment strings, unparsed (equal tokens mean equal values; a
+    launch's warm path reads it instead of parsing each knob)."""
+    cls = type(group)
+    data = getattr(os.environ, "_data", None)
+    if data is None:                                   # pragma: no cover  (not CPython's os.environ)
+        data = os.environ
+        keys = [(name, getattr(cls, name).env) for name in names]
+    else:
+        keys = [(name, os.environ.encodekey(getattr(cls, name).env)) for name in names]
+
+    def token() -> tuple:
+        overrides = group._overrides           # `scope` replaces the dict: read it each time
+        if not overrides:
+            return tuple([data.get(key) for _, key in keys])
+        return tuple([(True, overrides[name]) if name in overrides else data.get(key)
+                      for name, key in keys])
+    return token

@@ -166,6 +166,15 @@ def select(args: Iterable[Any] = ()) -> Backend:
     return backend
 
 
+def state_token() -> tuple:
+    """Everything `select` reads besides the arguments' device types: equal tokens and equal
+    device types select the same backend."""
+    return (_choice, registry.generation, _knob_token())
+
+
+_knob_token = knobs.raw_reader(knobs.backends, ("default", "in_tree", "plugin_dirs"))
+
+
 def _select(devices: tuple[str, ...]) -> Backend:
     if _choice is not None:
         return _require(_choice, f"the backend chosen with naiad.set_backend({_choice!r})")

@@ -18,6 +18,7 @@ import time
 import warnings
 from typing import Any
 
+from naiad import knobs as _knobs
 from naiad.backends.compiler import BaseBackend, GPUTarget, Language
 from naiad.backends.discovery import registry
 from naiad.compiler import cache, dump
@@ -121,6 +122,9 @@ def make_backend(target: GPUTarget) -> BaseBackend:
     return matches[0].compiler(target)
 
 
+_runtime_knobs = _knobs.runtime
+
+
 class KernelMetadata(dict):
     """The kernel's JSON metadata, readable as attributes too (``kernel.metadata.shared``), as
     Triton code expects; still a plain dict for JSON."""
@@ -206,11 +210,10 @@ class CompiledKernel:
         return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
-        from naiad import knobs
-
-        self.load(driver)
+        if self.function is None:
+            self.load(driver)
         stream = driver.get_current_stream()
-        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        enter, leave = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
         launch_metadata = {"name": self.name, "grid": grid, "stream": stream, "hash": self.hash} \
             if enter or leave else None
         self.launcher(grid[0], grid[1], grid[2], stream, self.function, self.packed_metadata,

@@ -259,6 +259,10 @@ class JITFunction:
         self.cache: dict[tuple, Any] = {}
         #: Called as ``hook(*args, **kwargs)`` with a launch's arguments before it runs.
         self.pre_run_hooks: list[Callable[..., Any]] = []
+        #: Warm launches: a cheap per-call key (`_make_keyer`) -> `_Prepared`; any miss takes
+        #: the full path of `run`, which fills it.
+        self._fast: dict[tuple, _Prepared] = {}
+        self._keyer: Callable[[list, list, dict], tuple | None] | None = None
 
     # -- source ---------------------------------------------------------------------------
     @property
@@ -271,6 +275,7 @@ class JITFunction:
         self._cache_key = None
         self._references = None
         self.cache.clear()
+        self._fast.clear()
 
     def parse(self) -> ast.Module:
         tree = ast.parse(self._src)
@@ -391,21 +396,52 @@ class JITFunction:
         self.pre_run_hooks.append(hook)
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        from naiad.backends import selection
-        from naiad.compiler.compiler import ASTSource, compile
-
         if not warmup:
             for hook in self.pre_run_hooks:
                 hook(*args, **kwargs)
+            # The warm path: arguments, options and global state that map to a prepared launch.
+            bound, options = self.bind(args, kwargs)
+            values = list(bound.values())
+            addresses = values.copy()
+            keyer = self._keyer
+            if keyer is None:
+                keyer = self._keyer = _make_keyer(self)
+            fast_key = keyer(values, addresses, options)
+            if fast_key is not None:
+                try:
+                    prepared = self._fast.get(fast_key)
+                except TypeError:                  # an unhashable value (a dtype, a constexpr)
+                    prepared = None
+                    fast_key = None
+                if prepared is not None and prepared.valid(self):
+                    if callable(grid):
+                        grid = grid(dict(bound, **options))
+                    grid = tuple(grid) + (1,) * (3 - len(grid))
+                    prepared.kernel.launch(prepared.driver, grid,
+                                           addresses if prepared.addresses else values)
+                    return prepared.kernel
+            return self._run_slow(bound, options, grid, warmup, fast_key)
         bound, options = self.bind(args, kwargs)
+        return self._run_slow(bound, options, grid, warmup, None)
+
+    def _run_slow(self, bound: dict[str, Any], options: dict[str, Any], grid: Any, warmup: bool,
+                  fast_key: tuple | None) -> Any:
+        """Select, specialize, compile when needed and launch; remembers the launch under
+        ``fast_key`` (when not None) for `run`'s warm path."""
+        from naiad import knobs
+        from naiad.backends import selection
+        from naiad.compiler.compiler import ASTSource, compile
+
+        options = dict(options)
         if self.debug is not None:
             options.setdefault("debug", self.debug)
         backend = selection.select(bound.values())
         driver = selection.driver_for(backend)
         target = driver.get_current_target()
         specialization = self.specialization(bound)
+        snapshot = _dependency_snapshot(self) if fast_key is not None else None
         key = (backend.name, target, self.cache_key, repr(specialization),
-               repr(sorted(options.items())))
+               repr(sorted(options.items())), "debug" in options or knobs.runtime.debug)
         kernel = self.cache.get(key)
         if kernel is None:
             from naiad.compiler.frontend import describe
@@ -419,6 +455,11 @@ class JITFunction:
             grid = grid(dict(bound, **options))
         grid = tuple(grid) + (1,) * (3 - len(grid))
         kernel.launch(driver, grid, list(bound.values()))
+        if fast_key is not None:
+            if len(self._fast) >= _FAST_ENTRIES:
+                self._fast.clear()
+            self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot,
+                                             bool(getattr(kernel.launcher, "accepts_addresses", False)))
         return kernel
 
     # -- calling ------------------------------------------------------------------------------
@@ -428,6 +469,161 @@ class JITFunction:
 
     def __repr__(self) -> str:
         return f"JITFunction({self.module}:{self.__qualname__})"
+
+
+_FAST_ENTRIES = 256
+
+
+class _Prepared:
+    """A warm launch: the compiled kernel and driver that a fast key maps to, valid while the
+    kernel is still in the JITFunction's cache, the driver's target is the same and the globals
+    the kernel depends on are the same objects."""
+
+    __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses")
+
+    def __init__(self, kernel: Any, driver: Any, target: Any, key: tuple, snapshot: tuple,
+                 addresses: bool):
+        self.kernel, self.driver, self.target, self.key, self.snapshot = \
+            kernel, driver, target, key, snapshot
+        #: Whether the launcher takes numpy arrays' addresses (ints) in their place.
+        self.addresses = addresses
+
+    def valid(self, fn: "JITFunction") -> bool:
+        return (fn.cache.get(self.key) is self.kernel and
+                self.driver.get_current_target() == self.target and
+                _dependencies_unchanged(fn, self.snapshot))
+
+
+def _dependency_snapshot(fn: "JITFunction") -> tuple:
+    """What `dependencies` reads, as objects: the source, every referenced global's value and
+    parameter default, and the same of each ``@jit`` function among them (recursively)."""
+    values = tuple(_resolve(fn, chain) for chain in fn.referenced_globals())
+    defaults = tuple(p.default for p in fn.params if p.has_default)
+    nested = tuple(_dependency_snapshot(v) for v in values + defaults
+                   if isinstance(v, JITFunction) and v is not fn)
+    return (fn._src, fn.debug, fn.noinline, fn.version, values, nested)
+
+
+def _dependencies_unchanged(fn: "JITFunction", snapshot: tuple) -> bool:
+    src, debug, noinline, version, values, nested = snapshot
+    if fn._src is not src or fn.debug is not debug or fn.noinline is not noinline or \
+            fn.version is not version:
+        return False
+    references = fn.referenced_globals()
+    if len(references) != len(values):
+        return False
+    for chain, value in zip(references, values):
+        if _resolve(fn, chain) is not value:
+            return False
+    if nested:
+        jits = [v for v in values + tuple(p.default for p in fn.params if p.has_default)
+                if isinstance(v, JITFunction) and v is not fn]
+        return all(_dependencies_unchanged(v, snap) for v, snap in zip(jits, nested))
+    return True
+
+
+def _constexpr_token(value: Any) -> tuple:
+    inner = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+    return (type(value), type(inner), inner)
+
+
+def _make_keyer(fn: "JITFunction") -> Callable[[list, list, dict], tuple | None]:
+    """The warm path's key function for ``fn``, generated once from its parameters:
+    ``keyer(values, addresses, options)`` is a key at least as fine as everything the full path
+    derives from a launch -- each argument's `_token` (what `specialize` and backend selection
+    read from it; a constexpr parameter's value), the options, the backend selection state and
+    the debug knob -- or None when an argument has no token.  Numpy arrays in ``addresses`` (a
+    copy of ``values``) are replaced by their data address, read once for key and launcher."""
+    if _state is None:
+        _load_state()
+    lines = ["def keyer(values, addresses, options):"]
+    for p in fn.params:
+        i = p.num
+        if p.is_constexpr:
+            lines.append(f"    t{i} = _constexpr_token(values[{i}])")
+            continue
+        lines += [f"    v = values[{i}]",
+                  f"    if type(v) is _ndarray:",
+                  f"        a = addresses[{i}] = v.ctypes.data",
+                  f"        t{i} = (v.dtype, a % 16 == 0)",
+                  f"    else:",
+                  f"        t{i} = _token(v)",
+                  f"        if t{i} is _NO_TOKEN:",
+                  f"            return None"]
+    tokens = "".join(f"t{p.num}, " for p in fn.params)
+    lines.append(f"    return (({tokens}), tuple(options.items()) if options else (), _state(), "
+                 f"_debug_knob())")
+    scope = {"_ndarray": _ndarray, "_token": _token, "_NO_TOKEN": _NO_TOKEN,
+             "_constexpr_token": _constexpr_token, "_state": _state, "_debug_knob": _debug_knob}
+    exec(compile("\n".join(lines) + "\n", f"<naiad keyer {fn.__name__}>", "exec"), scope)
+    return scope["keyer"]
+
+
+_state: Callable[[], tuple] | None = None
+_debug_knob: Callable[[], tuple] | None = None
+
+
+def _load_state() -> None:
+    global _state, _debug_knob, _ndarray
+    from naiad import knobs
+    from naiad.backends import selection
+
+    try:
+        from numpy import ndarray as _ndarray
+    except ImportError:        # pragma: no cover
+        _ndarray = None
+    else:
+        _ARRAY_KINDS[_ndarray] = _numpy_token
+
+    _debug_knob = knobs.raw_reader(knobs.runtime, ("debug",))
+    _state = selection.state_token
+
+
+_NO_TOKEN = object()
+
+
+def _token(value: Any) -> Any:
+    """What specialization and backend selection can see in one argument, hashable (a dtype or
+    constexpr value that is not hashable fails the lookup, which then takes the full path)."""
+    kind = type(value)
+    if kind is int:
+        if value == 1:
+            return 1
+        if _INT32[0] <= value <= _INT32[1]:
+            return (32, value % 16 == 0)
+        return (64, value % 16 == 0) if _INT64[0] <= value <= _INT64[1] else (kind, value)
+    if kind is float or kind is bool or value is None:
+        return kind
+    array = _ARRAY_KINDS.get(kind)
+    if array is not None:
+        return array(value)
+    from naiad.language import core, dtypes
+
+    if isinstance(value, core.constexpr):
+        return (core.constexpr, type(value.value), value.value)
+    if kind is tuple or (isinstance(value, tuple) and hasattr(value, "_fields")):
+        tokens = tuple(_token(v) for v in value)
+        return _NO_TOKEN if _NO_TOKEN in tokens else (kind, tokens)
+    if isinstance(value, (dtypes.dtype, JITFunction)):
+        return (kind, value)
+    if isinstance(value, (int, float)):          # int and float subclasses: by value
+        return (kind, value)
+    if hasattr(value, "data_ptr") or hasattr(value, "__array_interface__"):
+        from naiad.backends.selection import device_type_of
+
+        pointer = data_pointer(value)
+        if pointer is None:
+            return _NO_TOKEN
+        return (kind, getattr(value, "dtype", None), device_type_of(value), pointer % 16 == 0)
+    return _NO_TOKEN                  # tensor descriptors, DLPack-only arrays, unknown objects
+
+
+def _numpy_token(value: Any) -> Any:
+    return (value.dtype, value.ctypes.data % 16 == 0)
+
+
+_ARRAY_KINDS: dict[type, Callable[[Any], Any]] = {}
+_ndarray: Any = None          # numpy.ndarray, set by `_load_state` (``import naiad`` loads no numpy)
 
 
 def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:

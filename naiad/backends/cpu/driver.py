@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from naiad import knobs
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.cpu import runtime
+from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase
 from naiad.errors import NaiadError
 from naiad.language.tensor_descriptor import host_parts, is_signature
@@ -53,6 +54,32 @@ class CPULauncher:
         self.packer = struct.Struct("<" + "".join(_slot(ty)[0] for ty in self.types))
         self.threads = threads
         self.pool = pool
+        self._pack_fast = None if self.debug else self._build_packer()
+        #: Whether a launch may pass a numpy array's data address (an int) in its place
+        #: (`JITFunction.run`'s warm path does, having read the address already).
+        self.accepts_addresses = self._pack_fast is not None
+
+    def _build_packer(self) -> Callable[[Sequence[Any]], Any] | None:
+        """A function made once for this signature that packs a launch's arguments into a new
+        slot buffer without walking the signature (no per-launch dict or path lookups); None
+        when an argument is reached through a tuple or a tensor descriptor."""
+        if any(len(path) != 1 for path in self.runtime):
+            return None
+        parts = []
+        for (index,), ty in zip(self.runtime, self.types):
+            if ty.startswith("*"):
+                parts.append(f"_pointer(args[{index}])")
+            elif ty == "bf16":
+                parts.append(f"_bf16(float(args[{index}]))")
+            else:
+                parts.append(f"args[{index}]")
+        slots = (self.packer.size + 16) // 8
+        source = (f"def pack(args):\n    buffer = _buffer()\n"
+                  f"    _pack_into(buffer, 0{''.join(', ' + p for p in parts)})\n    return buffer\n")
+        scope = {"_buffer": ctypes.c_uint64 * slots, "_pack_into": self.packer.pack_into,
+                 "_pointer": _pointer, "_bf16": bf16_bits}
+        exec(compile(source, f"<naiad launcher {self.name}>", "exec"), scope)
+        return scope["pack"]
 
     def pack(self, args: Sequence[Any]) -> Any:
         """The argument slots of one launch (plus, in debug mode, the arrays' address ranges)."""
@@ -92,7 +119,10 @@ class CPULauncher:
             return
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        buffer, ranges = self.pack(args)
+        if self._pack_fast is not None:
+            buffer, ranges = self._pack_fast(args), ()
+        else:
+            buffer, ranges = self.pack(args)
         address = ctypes.addressof(buffer)
         workers = min(self.threads, total)
         if workers <= 1:
@@ -104,7 +134,8 @@ class CPULauncher:
             function(address, grid_x, grid_y, grid_z, bounds[0], bounds[1])
             for future in futures:
                 future.result()
-        runtime.raise_reports(self.name, self.metadata, ranges)
+        if runtime.has_reports():
+            runtime.raise_reports(self.name, self.metadata, list(ranges))
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
@@ -130,6 +161,22 @@ def runtime_slots(signature: Sequence[tuple[str, Any]]) -> list[tuple[str, str, 
     for i, (name, ty) in enumerate(signature):
         visit(name, ty, (i,))
     return slots
+
+
+def _pointer(value: Any) -> int:
+    """A pointer argument's slot: the array's address, 0 for None."""
+    kind = type(value)
+    if kind is int:                 # an address the warm launch path read already
+        return value
+    if kind is _ndarray:
+        return value.ctypes.data
+    return 0 if value is None else data_pointer(value)
+
+
+try:
+    from numpy import ndarray as _ndarray
+except ImportError:        # pragma: no cover
+    _ndarray = None
 
 
 def _argument(args: Sequence[Any], path: tuple) -> Any:
@@ -225,8 +272,6 @@ class CPUDriver(DriverBase):
         return "llvmlite cannot be imported (pip install llvmlite)"
 
     def get_current_target(self) -> GPUTarget:
-        from naiad.backends.cpu.target import host_target
-
         return host_target()
 
     def get_current_device(self) -> int:

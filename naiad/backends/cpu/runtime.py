@@ -125,6 +125,11 @@ def register_symbols() -> None:
     _registered = True
 
 
+def has_reports() -> bool:
+    """Whether a launch left a report (a cheap check before `raise_reports`)."""
+    return bool(_reports)
+
+
 def take_reports() -> list[tuple[str, tuple]]:
     with _lock:
         reports = list(_reports)

@@ -1,0 +1,242 @@
+"""The warm launch path of `JITFunction.run`: a launch whose arguments, options and global
+state match an earlier one skips selection, specialization and the cache key, and every change
+that can alter the compiled kernel or its launch still takes the full path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad import knobs
+from naiad.runtime.jit import JITFunction
+
+pytestmark = pytest.mark.shipped_backends
+
+SCALE = tl.constexpr(2)
+
+
+@naiad.jit
+def scaled_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x + offs, mask=mask)
+    b = tl.load(y + offs, mask=mask)
+    tl.store(out + offs, (a + b) * SCALE, mask=mask)
+
+
+@naiad.jit
+def store_n(out, n):
+    tl.store(out + tl.arange(0, 1), (tl.zeros((1,), tl.int64) + n))
+
+
+@naiad.jit
+def tuple_sum(out, pair):
+    a, b = pair
+    tl.store(out + tl.arange(0, 1), tl.zeros((1,), tl.int64) + a + b)
+
+
+@pytest.fixture(autouse=True)
+def _cold():
+    """Each test starts with no warm launch remembered."""
+    for kernel in (scaled_add, store_n, tuple_sum):
+        kernel._fast.clear()
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    """Counts launches that take the full path."""
+    calls = []
+    original = JITFunction._run_slow
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "_run_slow", counting)
+    return calls
+
+
+def _arrays(dtype=np.float32, n=64):
+    x = np.arange(n).astype(dtype)
+    y = np.ones(n, dtype)
+    return x, y, np.zeros(n, dtype)
+
+
+def test_warm_launches_take_the_fast_path(slow):
+    x, y, o = _arrays()
+    for _ in range(5):
+        o[:] = 0
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        np.testing.assert_array_equal(o, (x + y) * 2)
+    assert len(slow) == 1
+
+
+def test_new_arrays_of_the_same_kind_stay_fast(slow):
+    for _ in range(3):
+        x, y, o = _arrays()
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        np.testing.assert_array_equal(o, (x + y) * 2)
+    assert len(slow) <= 1
+
+
+def test_dtype_change_recompiles(slow):
+    x, y, o = _arrays(np.float32)
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    x, y, o = _arrays(np.float64)
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    np.testing.assert_array_equal(o, (x + y) * 2)
+    assert len(slow) == 2
+    kernels = {k[3] for k in scaled_add.cache}
+    assert any("*fp64" in k for k in kernels) and any("*fp32" in k for k in kernels)
+
+
+def test_alignment_change_takes_the_full_path(slow):
+    base = np.zeros(80, np.float32)
+    aligned = base[(-base.ctypes.data % 16) // 4:][:64]
+    assert aligned.ctypes.data % 16 == 0
+    x, y, _ = _arrays()
+    scaled_add[(1,)](x, y, aligned, 64, BLOCK=64)
+    unaligned = aligned[1:]
+    scaled_add[(1,)](x, y, unaligned, 63, BLOCK=64)
+    np.testing.assert_array_equal(unaligned, (x[:63] + y[:63]) * 2)
+    assert len(slow) == 2
+    scaled_add[(1,)](x, y, unaligned, 63, BLOCK=64)
+    assert len(slow) == 2
+
+
+@pytest.mark.parametrize("values", [(1, 2, 2**40), (2**40, 2, 1), (2, 32, 1)])
+def test_int_bucket_changes_take_the_full_path(slow, values):
+    out = np.zeros(1, np.int64)
+    for n in values:
+        store_n[(1,)](out, n)
+        assert out[0] == n
+    assert len(slow) == len(values)
+    for n in values:
+        store_n[(1,)](out, n)
+        assert out[0] == n
+    assert len(slow) == len(values)
+    store_n[(1,)](out, 3)           # same bucket as 2 (i32, not divisible by 16)
+    assert out[0] == 3
+    if 2 in values:
+        assert len(slow) == len(values)
+
+
+def test_constexpr_value_change_recompiles(slow):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    o[:] = 0
+    scaled_add[(2,)](x, y, o, 64, BLOCK=32)
+    np.testing.assert_array_equal(o, (x + y) * 2)
+    assert len(slow) == 2
+
+
+def test_global_change_recompiles(slow, monkeypatch):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", tl.constexpr(3))
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    np.testing.assert_array_equal(o, (x + y) * 3)
+    assert len(slow) == 2
+
+
+def test_options_change_takes_the_full_path(slow):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64, num_warps=8)
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64, num_warps=8)
+    assert len(slow) == 2
+    assert any("num_warps" in k[4] for k in scaled_add.cache)
+
+
+def test_debug_knob_change_recompiles(slow):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    kernel = scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    assert not kernel.metadata["debug"]
+    with knobs.runtime.scope():
+        knobs.runtime.debug = True
+        kernel = scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        assert kernel.metadata["debug"]
+    kernel = scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    assert not kernel.metadata["debug"]
+    assert len(slow) == 2           # the first kernel's warm launch is still remembered
+
+
+def test_debug_bounds_checks_still_raise_on_the_warm_path():
+    from naiad.errors import NaiadError
+
+    x, y, o = _arrays(n=16)
+    with knobs.runtime.scope():
+        knobs.runtime.debug = True
+        for _ in range(2):
+            with pytest.raises(NaiadError, match="out-of-bounds"):
+                scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+
+
+def test_backend_selection_change_takes_the_full_path(slow, monkeypatch):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    with naiad.set_backend("cpu"):
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        assert len(slow) == 2
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        assert len(slow) == 2
+    monkeypatch.setenv("NAIAD_DEFAULT_BACKEND", "cpu")
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    assert len(slow) == 3
+    monkeypatch.setenv("NAIAD_DEFAULT_BACKEND", "nosuchbackend")
+    with pytest.raises(naiad.errors.BackendSelectionError):
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+
+
+def test_cleared_cache_recompiles(slow):
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    scaled_add.cache.clear()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    assert len(slow) == 2
+
+
+def test_hooks_and_grid_callables_run_on_the_warm_path(slow):
+    x, y, o = _arrays()
+    seen, grids = [], []
+    scaled_add.add_pre_run_hook(lambda *a, **k: seen.append("pre"))
+    try:
+        enter = lambda metadata: seen.append(("enter", metadata["grid"]))  # noqa: E731
+        with knobs.runtime.scope():
+            knobs.runtime.launch_enter_hook = enter
+            for _ in range(2):
+                scaled_add[lambda meta: grids.append(meta["BLOCK"]) or (1,)](x, y, o, 64, BLOCK=64)
+    finally:
+        scaled_add.pre_run_hooks.clear()
+    assert seen == ["pre", ("enter", (1, 1, 1))] * 2
+    assert grids == [64, 64]
+    assert len(slow) == 1
+
+
+def test_tuple_arguments(slow):
+    out = np.zeros(1, np.int64)
+    for pair, calls in [((2, 3), 1), ((2, 3), 1), ((5, 7), 1), ((1, 3), 2), ((2, 2**40), 3)]:
+        tuple_sum[(1,)](out, pair)
+        assert out[0] == sum(pair)
+        assert len(slow) == calls
+
+
+def test_wrapper_and_torch_arguments(slow):
+    torch = pytest.importorskip("torch")
+    from naiad.runtime.jit import reinterpret
+
+    x, y, o = (torch.from_numpy(a) for a in _arrays(np.int32))
+    for _ in range(2):
+        scaled_add[(1,)](*(reinterpret(a, tl.uint32) for a in (x, y, o)), 64, BLOCK=64)
+        assert torch.equal(o, (x + y) * 2)
+    assert len(slow) == 1
+    o.zero_()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)          # the same tensors, unwrapped: int32
+    assert torch.equal(o, (x + y) * 2)
+    assert len(slow) == 2
+    assert any("*u32" in k[3] for k in scaled_add.cache) and any("*i32" in k[3] for k in scaled_add.cache)
