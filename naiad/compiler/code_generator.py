@@ -769,17 +769,19 @@ class CodeGenerator(ast.NodeVisitor):
                              "like tl.store) and the other has one -- fix: give both sides a "
                              "value, or use an if statement", node)
         for i, (block, side) in enumerate(zip(blocks, (node.body, node.orelse))):
-            with self.builder.at_end(block):
-                values[i] = self.materialize(values[i], side)
+            if not _holds_runtime(values[i]):
+                with self.builder.at_end(block):
+                    values[i] = self.materialize(values[i], side)
         then_value, else_value = values
         if then_value.type != else_value.type:
             raise self.error(f"the two sides of the conditional expression have types "
                              f"{type_name(then_value.type)} and {type_name(else_value.type)} -- "
                              f"fix: cast one side", node)
-        (result,) = self.builder.create_if(cond.handle, [self.semantic.ir_type(then_value.type)],
-                                           blocks[0], [then_value.handle],
-                                           blocks[1], [else_value.handle])
-        return tensor(result, then_value.type)
+        then_parts, else_parts = _runtime_parts([then_value]), _runtime_parts([else_value])
+        results = self.builder.create_if(
+            cond.handle, [self.semantic.ir_type(v.type) for v in then_parts],
+            blocks[0], [v.handle for v in then_parts], blocks[1], [v.handle for v in else_parts])
+        return _rebuilt([then_value], results)[0]
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = self.visit(node.value)

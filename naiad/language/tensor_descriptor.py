@@ -114,9 +114,9 @@ def host_parts(text: str) -> list[tuple[tuple, str]]:
     """How a launcher passes a ``TensorDescriptor`` argument of signature ``text``: (where in
     the descriptor, type string) of each part, in the kernel's parameter order."""
     ty = tensor_descriptor_type.from_signature(text)
-    return [(("base",), dtypes.ty_to_str(ty.pointer)),
-            *[(("shape", i), "i32") for i in range(ty.rank)],
-            *[(("strides", i), "i64") for i in range(ty.rank)]]
+    places = [("base",), *[("shape", i) for i in range(ty.rank)],
+              *[("strides", i) for i in range(ty.rank)]]
+    return [(place, dtypes.ty_to_str(t)) for place, t in zip(places, ty.part_types())]
 
 
 class tensor_descriptor(aggregate_value):

@@ -151,6 +151,21 @@ def test_descriptors_through_loops_and_branches():
     assert (a == 16).all()
 
 
+@naiad.jit
+def choose_kernel(out, a, b, N, USE_A):
+    src = tl.make_tensor_descriptor(a, [N], [1], [16]) if USE_A > 0 else \
+        tl.make_tensor_descriptor(b, [N], [1], [16])
+    tl.make_tensor_descriptor(out, [N], [1], [16]).store([0], src.load([0]))
+
+
+def test_descriptor_from_a_conditional_expression():
+    a, b, out = np.arange(10, dtype=np.float32), -np.arange(10, dtype=np.float32), np.zeros(16, np.float32)
+    choose_kernel[(1,)](out, a, b, 10, 3)
+    np.testing.assert_array_equal(out[:10], a)
+    choose_kernel[(1,)](out, a, b, 10, -3)
+    np.testing.assert_array_equal(out, np.concatenate([b, np.zeros(6, np.float32)]))
+
+
 @naiad.jit(noinline=True)
 def make_helper(ptr, M, N, MB: tl.constexpr, NB: tl.constexpr):
     return tl.make_tensor_descriptor(ptr, [M, N], [N, 1], [MB, NB])
