@@ -30,6 +30,7 @@ GPU_ONLY = {
     "test_disable_licm": "checks the TTGIR of Triton's LICM option",
     "test_dot_mulbroadcasted": "checks the TTGIR of Triton's dot lowering",
     "test_zero_strided_tensors": "calls torch.cuda",
+    "test_tensor_descriptor_batched_gemm_3d_tma": "calls torch.cuda.synchronize",
     "test_side_effectful_reduction": "calls torch.cuda",
     "test_side_effectful_scan": "calls torch.cuda",
     "test_side_effectful_reduction_2d": "calls torch.cuda",
