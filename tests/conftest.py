@@ -203,3 +203,17 @@ def site(tmp_path, monkeypatch) -> Site:
 @pytest.fixture
 def registry():
     return discovery.registry
+
+
+@pytest.fixture
+def stage_calls(monkeypatch) -> list[str]:
+    """The names of the stages `naiad.compile` runs, in order (a cache hit runs none)."""
+    calls: list[str] = []
+    real = compiler._run_stage
+
+    def counting(stage, name, *rest):
+        calls.append(name)
+        return real(stage, name, *rest)
+
+    monkeypatch.setattr(compiler, "_run_stage", counting)
+    return calls

@@ -1,4 +1,5 @@
-"""Module-level kernels for tests/test_jit.py (globals must live in a real module)."""
+"""Module-level kernels shared by tests (globals must live in a real module): test_jit,
+test_compile and test_cache."""
 
 from __future__ import annotations
 
@@ -21,3 +22,13 @@ def uses_helper(x_ptr, out_ptr):
 @naiad.jit
 def annotated(x_ptr, n: int, m: "tl.int64", flag: bool, block: "tl.constexpr"):
     tl.store(x_ptr + tl.arange(0, block), n + m)
+
+
+@naiad.jit
+def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+SCALE_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}

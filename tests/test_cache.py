@@ -15,26 +15,16 @@ import numpy as np
 import pytest
 
 import naiad
-import naiad.language as tl
 from naiad import knobs
 from naiad.backends.compiler import GPUTarget
-from naiad.compiler import cache, compiler
+from naiad.compiler import cache
 from naiad.compiler.compiler import ASTSource
 from naiad.errors import NaiadError, NaiadWarning
 
+from jit_helpers import SCALE_SIGNATURE as SIGNATURE, scale
 from plugin_fixtures import subprocess_env
 
 TOY = GPUTarget("toy", "v1", 1)
-
-
-@naiad.jit
-def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 
 
 def source(block: int = 64) -> ASTSource:
@@ -48,20 +38,6 @@ def cache_dir(tmp_path, monkeypatch):
     cache._managers.clear()
     yield directory
     cache._managers.clear()
-
-
-@pytest.fixture
-def stage_calls(monkeypatch):
-    """The names of the stages run by compile(), in order (a cache hit runs none)."""
-    calls: list[str] = []
-    real = compiler._run_stage
-
-    def counting(stage, name, *rest):
-        calls.append(name)
-        return real(stage, name, *rest)
-
-    monkeypatch.setattr(compiler, "_run_stage", counting)
-    return calls
 
 
 def entry_dir(cache_dir, kernel) -> os.PathLike:

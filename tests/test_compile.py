@@ -7,24 +7,15 @@ import json
 import pytest
 
 import naiad
-import naiad.language as tl
 from naiad.backends.compiler import GPUTarget
 from naiad.compiler.compiler import ASTSource, IRSource, make_backend
 from naiad.compiler.frontend import make_ttir
 from naiad.ir import print_module
 from naiad.errors import BackendSelectionError, NaiadError
 
+from jit_helpers import SCALE_SIGNATURE as SIGNATURE, scale
+
 TOY = GPUTarget("toy", "v1", 1)
-
-
-@naiad.jit
-def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
-
-
-SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 
 
 def test_ast_source_goes_through_every_stage(plugins):

@@ -12,7 +12,7 @@ import pytest
 import naiad
 import naiad.language as tl
 from naiad.backends.compiler import GPUTarget
-from naiad.compiler import cache, compiler
+from naiad.compiler import cache
 from naiad.compiler.compiler import ASTSource
 from naiad.compiler.dump import OverrideError
 from naiad.ir.context import IRParseError
@@ -43,19 +43,6 @@ def dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("NAIAD_OVERRIDE_DIR", str(paths[2]))
     cache._managers.clear()
     return paths
-
-
-@pytest.fixture
-def stage_calls(monkeypatch):
-    calls: list[str] = []
-    real = compiler._run_stage
-
-    def counting(stage, name, *rest):
-        calls.append(name)
-        return real(stage, name, *rest)
-
-    monkeypatch.setattr(compiler, "_run_stage", counting)
-    return calls
 
 
 def _override(override_dir, kernel, stage, text_or_bytes) -> str:
