@@ -50,18 +50,32 @@ def _parse_list(env: str, raw: str) -> list[str]:
     return [part.strip() for part in raw.split(";") if part.strip()]
 
 
-class Knob:
-    """A descriptor binding one environment variable to a typed, overridable value."""
+class _Setting:
+    """A descriptor whose value set from code lives in the group's overrides (so ``scope()``
+    restores it and ``del`` drops it); subclasses say what it reads when nothing was set."""
 
-    def __init__(self, env: str, default: Any, parse: Callable[[str, str], Any], doc: str):
-        self.env = env
+    def __init__(self, default: Any, doc: str):
         self.default = default
-        self.parse = parse
         self.doc = doc
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+
+    def __set__(self, group: "KnobGroup", value: Any) -> None:
+        group._overrides[self.name] = value
+
+    def __delete__(self, group: "KnobGroup") -> None:
+        group._overrides.pop(self.name, None)
+
+
+class Knob(_Setting):
+    """A descriptor binding one environment variable to a typed, overridable value."""
+
+    def __init__(self, env: str, default: Any, parse: Callable[[str, str], Any], doc: str):
+        super().__init__(default, doc)
+        self.env = env
+        self.parse = parse
 
     def __get__(self, group: "KnobGroup | None", owner: type) -> Any:
         if group is None:
@@ -72,12 +86,6 @@ class Knob:
         if raw is None or raw == "":
             return self.default() if callable(self.default) else self.default
         return self.parse(self.env, raw)
-
-    def __set__(self, group: "KnobGroup", value: Any) -> None:
-        group._overrides[self.name] = value
-
-    def __delete__(self, group: "KnobGroup") -> None:
-        group._overrides.pop(self.name, None)
 
 
 def env_bool(env: str, default: bool, doc: str) -> Any:
@@ -96,17 +104,9 @@ def env_list(env: str, doc: str) -> Any:
     return Knob(env, list, _parse_list, doc)
 
 
-class CodeKnob:
-    """A setting made only from code (a hook, a listener): kept with the group's overrides, so
-    ``scope()`` restores it, but bound to no environment variable."""
-
-    def __init__(self, default: Callable[[], Any], doc: str):
-        self.default = default
-        self.doc = doc
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+class CodeKnob(_Setting):
+    """A setting made only from code (a hook, a listener), bound to no environment variable;
+    ``default`` is a factory, called once per group for a fresh value (a new `HookChain`)."""
 
     def __get__(self, group: "KnobGroup | None", owner: type) -> Any:
         if group is None:
@@ -114,12 +114,6 @@ class CodeKnob:
         if self.name not in group._overrides:
             group._overrides[self.name] = self.default()
         return group._overrides[self.name]
-
-    def __set__(self, group: "KnobGroup", value: Any) -> None:
-        group._overrides[self.name] = value
-
-    def __delete__(self, group: "KnobGroup") -> None:
-        group._overrides.pop(self.name, None)
 
 
 class HookChain:
