@@ -20,6 +20,7 @@ import torch
 from numpy.random import RandomState
 
 import naiad.language as tl
+from naiad.language import dtypes as language_dtypes
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
 int_dtypes = ["int8", "int16", "int32", "int64"]
@@ -35,18 +36,6 @@ tma_dtypes = sorted(set(dtypes_with_bfloat16) - {"int64", "uint64", "float64"})
 
 #: Set while a test module compiles its kernels ahead of running them (Triton's warm-up mode).
 _COMPILE_WARMUP_ACTIVE: ContextVar[bool] = ContextVar("naiad_compile_warmup_active", default=False)
-
-# Names of dtypes in test parameters -> the language's type strings.
-_DTYPE_STRINGS = {
-    "bool": "u1", "int1": "u1", "bool_": "u1",
-    "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv", "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
-    "float8e4b8": "fp8e4b8", "float8_e4m3fnuz": "fp8e4b8", "float8e5b16": "fp8e5b16",
-    "float8_e5m2fnuz": "fp8e5b16", "float8e4b15": "fp8e4b15",
-    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
-    "float64": "fp64", "double": "fp64",
-    **{f"int{n}": f"i{n}" for n in (8, 16, 32, 64)},
-    **{f"uint{n}": f"u{n}" for n in (8, 16, 32, 64)},
-}
 
 
 def is_interpreter() -> bool:
@@ -239,7 +228,8 @@ def to_triton(x: np.ndarray, device: Any, dst_type: str | None = None) -> Any:
 
 
 def str_to_triton_dtype(name: str) -> Any:
-    return tl.str_to_ty(_DTYPE_STRINGS.get(name, name))
+    """The language dtype of a test parameter's dtype name ("float32", "bfloat16", "float8e5")."""
+    return tl.str_to_ty(language_dtypes.from_torch_dtype_name(name) or name)
 
 
 def torch_dtype_name(dtype: Any) -> str:
