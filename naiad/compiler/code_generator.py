@@ -1115,12 +1115,7 @@ class ModuleContext:
         constants, arg_types, runtime = {}, [], []
         for p, v in zip(fn.params, values):
             template, tensors = _template(v)
-            if p.is_constexpr or not tensors:
-                if tensors:
-                    raise caller.error(f"argument {p.name!r} of {fn.__name__} is tl.constexpr but "
-                                       f"the value passed is only known at run time -- fix: pass "
-                                       f"a compile-time value (a literal, or a tl.constexpr "
-                                       f"parameter or global)", node)
+            if not tensors:     # a tl.constexpr annotation does not stop a runtime value (Triton)
                 constants[p.num] = _unwrap(v)
                 arg_types.append(None)
             else:

@@ -197,3 +197,94 @@ def test_noinline_functions_are_called():
     np.testing.assert_array_equal(x, original * 2)
     np.testing.assert_array_equal(out[:16], first * 3)
     np.testing.assert_array_equal(out[16:], original + (first + 3) + original.sum())
+
+
+# -- a tensor computed before a loop or branch, first needed in a buffer inside it -------------
+# The CPU keeps such a tensor (a constant accumulator) lazy and fills a buffer where a dot first
+# needs it.  When that is a
+# loop that runs zero times or a branch not taken, later uses must not read the unfilled buffer.
+
+@naiad.jit
+def _online_softmax_block(acc, l_i, m_i, q, K, V, lo, hi, BLOCK: tl.constexpr):
+    """Flash attention's inner loop (Triton's tutorial 06): running max, sum and a dot."""
+    r = tl.arange(0, BLOCK)
+    cols = tl.arange(0, 64)
+    for start in tl.range(lo, hi, BLOCK):
+        k = tl.load(K + (start + r)[:, None] * 64 + cols[None, :])
+        qk = tl.dot(q, tl.trans(k))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        v = tl.load(V + (start + r)[:, None] * 64 + cols[None, :])
+        acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@naiad.jit
+def _two_calls(Q, K, V, Out, zero, BLOCK: tl.constexpr, FIRST: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    cols = tl.arange(0, 64)
+    q = tl.load(Q + r[:, None] * 64 + cols[None, :])
+    acc = tl.zeros([BLOCK, 64], tl.float32)
+    l_i = tl.zeros([BLOCK], tl.float32) + 1.0
+    m_i = tl.zeros([BLOCK], tl.float32) - float("inf")
+    if FIRST:     # a call whose loop runs zero times must change nothing
+        acc, l_i, m_i = _online_softmax_block(acc, l_i, m_i, q, K, V, 0, zero, BLOCK)
+    acc, l_i, m_i = _online_softmax_block(acc, l_i, m_i, q, K, V, zero, zero + BLOCK, BLOCK)
+    tl.store(Out + r[:, None] * 64 + cols[None, :], acc / l_i[:, None])
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_zero_trip_loop_before_the_same_loop_changes_nothing(first):
+    rng = np.random.default_rng(0)
+    q, k, v = [(rng.standard_normal((64, 64)) * 0.5).astype(np.float16) for _ in range(3)]
+    qk = q.astype(np.float32) @ k.astype(np.float32).T
+    p = np.exp2(qk - qk.max(axis=1, keepdims=True))
+    ref = (p.astype(np.float16).astype(np.float32) @ v.astype(np.float32)) / p.sum(axis=1, keepdims=True)
+    out = np.zeros((64, 64), np.float32)
+    _two_calls[(1,)](q, k, v, out, 0, BLOCK=64, FIRST=first)
+    np.testing.assert_allclose(out, ref, rtol=1e-2, atol=1e-2)
+
+
+@naiad.jit
+def _dot_in_a_branch(A, B, Out, take):
+    r = tl.arange(0, 16)
+    tile = r[:, None] * 16 + r[None, :]
+    a = tl.load(A + tile)
+    b = tl.load(B + tile)
+    ones = tl.full([16, 16], 1.0, tl.float32)
+    if take != 0:
+        tl.store(Out + 256 + tile, tl.dot(a, b, ones))
+    tl.store(Out + tile, tl.dot(a, b * 2.0, ones))
+
+
+@pytest.mark.parametrize("take", [0, 1])
+def test_a_branch_not_taken_leaves_later_uses_right(take):
+    rng = np.random.default_rng(1)
+    a, b = [rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2)]
+    out = np.zeros((2, 16, 16), np.float32)
+    _dot_in_a_branch[(1,)](a, b, out, take)
+    np.testing.assert_allclose(out[0], 2 * (a @ b) + 1, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(out[1], take * (a @ b + 1), rtol=1e-5, atol=1e-4)
+
+
+@naiad.jit
+def _scale_by(x, K: tl.constexpr):
+    return x * K
+
+
+@naiad.jit
+def _runtime_value_to_constexpr_parameter(X, Out, n):
+    offs = tl.arange(0, 16)
+    tl.store(Out + offs, _scale_by(tl.load(X + offs), n) + _scale_by(1.0, 3))
+
+
+def test_a_device_function_constexpr_parameter_takes_a_runtime_value():
+    """Triton specializes a device function on its arguments, not its annotations: a runtime
+    value passed to a tl.constexpr-annotated parameter stays a runtime value."""
+    x = np.arange(16, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    _runtime_value_to_constexpr_parameter[(1,)](x, out, 5)
+    np.testing.assert_array_equal(out, x * 5 + 3)

@@ -185,11 +185,6 @@ def needs_constexpr(x, K: tl.constexpr):
 
 
 @jit
-def runtime_value_for_constexpr(X, n):
-    v = needs_constexpr(tl.load(X), n)  # E:constexpr_param
-
-
-@jit
 def non_power_of_two_arange(X):
     offsets = tl.arange(0, 10)  # E:arange_pow2
 
@@ -504,8 +499,6 @@ CASES = [
      ["compile-time integers", "fix: pass the bounds as tl.constexpr"]),
     (runtime_static_range, (F32, 4), {}, CompilationError, "static_range_runtime",
      ["tl.static_range needs compile-time bounds", "fix: use tl.range"]),
-    (runtime_value_for_constexpr, (F32, 4), {}, CompilationError, "constexpr_param",
-     ["argument 'K' of needs_constexpr is tl.constexpr", "fix: pass a compile-time value"]),
     (non_power_of_two_arange, (F32,), {}, CompilationError, "arange_pow2",
      ["must be a power of 2, got 10", "next_power_of_2"]),
     (empty_arange, (F32,), {}, CompilationError, "arange_empty",

@@ -176,9 +176,10 @@ def lower_body(kernel: Any, block: Any) -> None:
     """Lower a block's ops except its terminator (the caller consumes the yielded values)."""
     saved = kernel.position
     ops = list(block.ops)[:-1]
-    for position, op in enumerate(ops):
-        kernel.position = position
-        kernel.lower_op(op)
+    with kernel.region(block):
+        for position, op in enumerate(ops):
+            kernel.position = position
+            kernel.lower_op(op)
     kernel.position = saved
 
 

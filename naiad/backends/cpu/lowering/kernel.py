@@ -14,9 +14,10 @@ Calls of ``noinline`` functions are inlined as they are lowered.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import llvmlite.ir as ir
 from xdsl.dialects import gpu, scf
@@ -60,6 +61,9 @@ class KernelLowering:
         #: Bytes of stack buffers for materialized tensors: the kernel's "shared memory".
         self.scratch_bytes = 0
         self.debug_ranges: tuple[ir.Value, ir.Value] | None = None
+        #: Per region being lowered (innermost last): its block, and what `remember` replaced
+        #: there for values defined outside it.
+        self._regions: list[tuple[Block, list[tuple[SSAValue, Any]]]] = []
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -209,8 +213,31 @@ class KernelLowering:
             self.for_each_chunk(value.type, lambda index, lanes: self.chunks.store_chunk(
                 target, index, self.chunks.value_at(value, index, lanes)))
         if into is None:
-            self.env[value] = target
+            self.remember(value, target)
         return target
+
+    def remember(self, value: SSAValue, buffer: Buffer) -> None:
+        """Keep the buffer ``value`` was computed into for its later uses.
+
+        Inside a region (a loop body, a branch), the buffer of a value defined outside it is
+        filled only when the region runs, so leaving the region forgets it (`region`): a use
+        after a loop that ran zero times, or after a branch not taken, computes the value again
+        instead of reading an unfilled buffer.
+        """
+        if self._regions and not _defined_in(value, self._regions[-1][0]):
+            self._regions[-1][1].append((value, self.env[value]))
+        self.env[value] = buffer
+
+    @contextlib.contextmanager
+    def region(self, block: Block) -> Iterator[None]:
+        """Lower ``block``'s ops inside this: buffers `remember` kept there for values defined
+        outside it are forgotten after it."""
+        self._regions.append((block, []))
+        try:
+            yield
+        finally:
+            for value, held in reversed(self._regions.pop()[1]):
+                self.env[value] = held
 
     def copy(self, source: Buffer, target: Buffer) -> None:
         size = numel(source.mlir_type) * lt.byte_size(lt.scalar(source.mlir_type))
@@ -523,3 +550,15 @@ _HANDLERS: dict[type, Callable[[KernelLowering, Any], None]] = {
     scf.IfOp: control.lower_if,
     scf.WhileOp: control.lower_while,
 }
+
+
+def _defined_in(value: SSAValue, block: Block) -> bool:
+    """Whether ``value`` is defined in ``block`` or in a region nested in it."""
+    owner = value.owner
+    current = owner if isinstance(owner, Block) else owner.parent_block()
+    while current is not None:
+        if current is block:
+            return True
+        parent = current.parent_op()
+        current = parent.parent_block() if parent is not None else None
+    return False

@@ -50,7 +50,7 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
     target = kernel.buffer(value.type)
     kernel.for_each_chunk(value.type, lambda index, n: kernel.chunks.store_chunk(
         target, index, _load_chunk(kernel, load, index, n, consecutive, step)))
-    kernel.env[value] = target
+    kernel.remember(value, target)
     return target
 
 
