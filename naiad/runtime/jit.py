@@ -255,14 +255,14 @@ class JITFunction:
         self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
         self._cache_key: tuple | None = None
         self._references: list[tuple[str, ...]] | None = None
-        #: (backend, target, specialization, options) -> compiled kernel, for this process.
-        self.cache: dict[tuple, Any] = {}
+        #: repr of (backend, target, specialization, options) -> compiled kernel, in this process.
+        self.cache: dict[str, Any] = {}
         #: Called as ``hook(*args, **kwargs)`` with a launch's arguments before it runs.
         self.pre_run_hooks: list[Callable[..., Any]] = []
-        #: Warm launches: a cheap per-call key (`_make_keyer`) -> `_Prepared`; any miss takes
+        #: Warm launches: a cheap per-call key (`_make_binder`) -> `_Prepared`; any miss takes
         #: the full path of `run`, which fills it.
         self._fast: dict[tuple, _Prepared] = {}
-        self._keyer: Callable[[list, list, dict], tuple | None] | None = None
+        self._binder: Callable[..., tuple] | None = None
 
     # -- source ---------------------------------------------------------------------------
     @property
@@ -399,28 +399,19 @@ class JITFunction:
         if not warmup:
             for hook in self.pre_run_hooks:
                 hook(*args, **kwargs)
-            # The warm path: arguments, options and global state that map to a prepared launch.
+            binder = self._binder
+            if binder is None:
+                binder = self._binder = _make_binder(self)
+            try:
+                hit = binder(grid, *args, **kwargs)
+            except TypeError:      # arguments that do not fit, or unhashable: the full path says
+                hit = (None, None)
+            prepared = hit[0]
+            if prepared is not None:
+                prepared.kernel.launch(prepared.driver, hit[1], hit[2])
+                return prepared.kernel
             bound, options = self.bind(args, kwargs)
-            values = list(bound.values())
-            addresses = values.copy()
-            keyer = self._keyer
-            if keyer is None:
-                keyer = self._keyer = _make_keyer(self)
-            fast_key = keyer(values, addresses, options)
-            if fast_key is not None:
-                try:
-                    prepared = self._fast.get(fast_key)
-                except TypeError:                  # an unhashable value (a dtype, a constexpr)
-                    prepared = None
-                    fast_key = None
-                if prepared is not None and prepared.valid(self):
-                    if callable(grid):
-                        grid = grid(dict(bound, **options))
-                    grid = tuple(grid) + (1,) * (3 - len(grid))
-                    prepared.kernel.launch(prepared.driver, grid,
-                                           addresses if prepared.addresses else values)
-                    return prepared.kernel
-            return self._run_slow(bound, options, grid, warmup, fast_key)
+            return self._run_slow(bound, options, grid, warmup, hit[1])
         bound, options = self.bind(args, kwargs)
         return self._run_slow(bound, options, grid, warmup, None)
 
@@ -440,8 +431,8 @@ class JITFunction:
         target = driver.get_current_target()
         specialization = self.specialization(bound)
         snapshot = _dependency_snapshot(self) if fast_key is not None else None
-        key = (backend.name, target, self.cache_key, repr(specialization),
-               repr(sorted(options.items())), "debug" in options or knobs.runtime.debug)
+        key = repr((backend.name, target, self.cache_key, specialization, sorted(options.items()),
+                    "debug" in options or knobs.runtime.debug))     # a str: its hash is kept
         kernel = self.cache.get(key)
         if kernel is None:
             from naiad.compiler.frontend import describe
@@ -481,7 +472,7 @@ class _Prepared:
 
     __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses")
 
-    def __init__(self, kernel: Any, driver: Any, target: Any, key: tuple, snapshot: tuple,
+    def __init__(self, kernel: Any, driver: Any, target: Any, key: str, snapshot: tuple,
                  addresses: bool):
         self.kernel, self.driver, self.target, self.key, self.snapshot = \
             kernel, driver, target, key, snapshot
@@ -489,8 +480,9 @@ class _Prepared:
         self.addresses = addresses
 
     def valid(self, fn: "JITFunction") -> bool:
+        target = self.driver.get_current_target()
         return (fn.cache.get(self.key) is self.kernel and
-                self.driver.get_current_target() == self.target and
+                (target is self.target or target == self.target) and
                 _dependencies_unchanged(fn, self.snapshot))
 
 
@@ -527,46 +519,80 @@ def _constexpr_token(value: Any) -> tuple:
     return (type(value), type(inner), inner)
 
 
-def _make_keyer(fn: "JITFunction") -> Callable[[list, list, dict], tuple | None]:
-    """The warm path's key function for ``fn``, generated once from its parameters:
-    ``keyer(values, addresses, options)`` is a key at least as fine as everything the full path
-    derives from a launch -- each argument's `_token` (what `specialize` and backend selection
-    read from it; a constexpr parameter's value), the options, the backend selection state and
-    the debug knob -- or None when an argument has no token.  Numpy arrays in ``addresses`` (a
-    copy of ``values``) are replaced by their data address, read once for key and launcher."""
+def _make_binder(fn: "JITFunction") -> Callable[..., tuple]:
+    """The warm path of ``fn``'s launches, generated once from its parameters (as Triton's
+    binder is): ``binder(grid, *args, **kwargs)`` takes a launch's arguments with the kernel's
+    own signature and returns ``(prepared, grid, launch arguments)`` when they map to a
+    prepared launch, else ``(None, key)``.
+
+    The key is at least as fine as everything the full path derives from a launch -- each
+    argument's `_token` (what `specialize` and backend selection read from it; a constexpr
+    parameter's value), the options, the backend selection state and the debug knob -- or None
+    when an argument has no token.  A numpy array's address is read once, for key and launcher.
+    The generated code's own names start with ``_naiad_``; a kernel with such a parameter
+    name always takes the full path.
+    """
     if _state is None:
         _load_state()
-    lines = ["def keyer(values, addresses, options):"]
+    if any(p.name.startswith("_naiad_") for p in fn.params):
+        return lambda *args, **kwargs: (None, None)
+    scope: dict[str, Any] = {
+        "_naiad_ndarray": _ndarray, "_naiad_address": _numpy_address, "_naiad_token": _token,
+        "_naiad_NO_TOKEN": _NO_TOKEN, "_naiad_constexpr_token": _constexpr_token,
+        "_naiad_state": _state, "_naiad_debug_knob": _debug_knob, "_naiad_fast": fn._fast,
+        "_naiad_fn": fn, "_naiad_ONES": _ONES}
+    signature, lines = [], []
     for p in fn.params:
-        i = p.num
+        name, i = p.name, p.num
+        if p.has_default:
+            scope[f"_naiad_default{i}"] = p.default
+            signature.append(f"{name}=_naiad_default{i}")
+        else:
+            signature.append(name)
+        token, value = f"_naiad_t{i}", f"_naiad_v{i}"
         if p.is_constexpr:
-            lines.append(f"    t{i} = _constexpr_token(values[{i}])")
+            lines += [f"    {token} = _naiad_constexpr_token({name})", f"    {value} = {name}"]
             continue
-        lines += [f"    v = values[{i}]",
-                  f"    if type(v) is _ndarray:",
-                  f"        a = addresses[{i}] = v.ctypes.data",
-                  f"        t{i} = (v.dtype, a % 16 == 0)",
+        lines += [f"    if type({name}) is _naiad_ndarray:",
+                  f"        {value} = _naiad_address({name})",
+                  f"        {token} = ({name}.dtype, {value} % 16 == 0)",
                   f"    else:",
-                  f"        t{i} = _token(v)",
-                  f"        if t{i} is _NO_TOKEN:",
-                  f"            return None"]
-    tokens = "".join(f"t{p.num}, " for p in fn.params)
-    lines.append(f"    return (({tokens}), tuple(options.items()) if options else (), _state(), "
-                 f"_debug_knob())")
-    scope = {"_ndarray": _ndarray, "_token": _token, "_NO_TOKEN": _NO_TOKEN,
-             "_constexpr_token": _constexpr_token, "_state": _state, "_debug_knob": _debug_knob}
-    exec(compile("\n".join(lines) + "\n", f"<naiad keyer {fn.__name__}>", "exec"), scope)
-    return scope["keyer"]
+                  f"        {value} = {name}",
+                  f"        {token} = _naiad_token({name})",
+                  f"        if {token} is _naiad_NO_TOKEN:",
+                  f"            return None, None"]
+    tokens = "".join(f"_naiad_t{p.num}, " for p in fn.params)
+    values = ", ".join(f"_naiad_v{p.num}" for p in fn.params)
+    objects = ", ".join(p.name for p in fn.params)
+    bound = "{" + ", ".join(f"{p.name!r}: {p.name}" for p in fn.params) + "}"
+    lines += [f"    key = (({tokens}), tuple(_naiad_options.items()) if _naiad_options else (), "
+              f"_naiad_state(), _naiad_debug_knob())",
+              "    prepared = _naiad_fast.get(key)",
+              "    if prepared is None or not prepared.valid(_naiad_fn):",
+              "        return None, key",
+              "    if callable(_naiad_grid):",
+              f"        _naiad_grid = _naiad_grid(dict({bound}, **_naiad_options))",
+              "    if type(_naiad_grid) is not tuple:",
+              "        _naiad_grid = tuple(_naiad_grid)",
+              "    if len(_naiad_grid) != 3:",
+              "        _naiad_grid = _naiad_grid + _naiad_ONES[len(_naiad_grid)]",
+              f"    return prepared, _naiad_grid, [{values}] if prepared.addresses else [{objects}]"]
+    header = ", ".join(["_naiad_grid"] + signature + ["**_naiad_options"])
+    source = f"def binder({header}):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<naiad binder {fn.__name__}>", "exec"), scope)
+    return scope["binder"]
 
 
+_ONES = {0: (1, 1, 1), 1: (1, 1), 2: (1,)}
 _state: Callable[[], tuple] | None = None
 _debug_knob: Callable[[], tuple] | None = None
 
 
 def _load_state() -> None:
-    global _state, _debug_knob, _ndarray
+    global _state, _debug_knob, _ndarray, _numpy_address
     from naiad import knobs
     from naiad.backends import selection
+    from naiad.runtime.array_address import numpy_address as _numpy_address
 
     try:
         from numpy import ndarray as _ndarray
@@ -619,11 +645,12 @@ def _token(value: Any) -> Any:
 
 
 def _numpy_token(value: Any) -> Any:
-    return (value.dtype, value.ctypes.data % 16 == 0)
+    return (value.dtype, _numpy_address(value) % 16 == 0)
 
 
 _ARRAY_KINDS: dict[type, Callable[[Any], Any]] = {}
 _ndarray: Any = None          # numpy.ndarray, set by `_load_state` (``import naiad`` loads no numpy)
+_numpy_address: Callable[[Any], int] | None = None      # set by `_load_state`, as _ndarray
 
 
 def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:

@@ -23,6 +23,7 @@ from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase
 from naiad.errors import NaiadError
 from naiad.language.tensor_descriptor import host_parts, is_signature
+from naiad.runtime.array_address import numpy_address
 from naiad.runtime.jit import data_pointer
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
@@ -169,7 +170,7 @@ def _pointer(value: Any) -> int:
     if kind is int:                 # an address the warm launch path read already
         return value
     if kind is _ndarray:
-        return value.ctypes.data
+        return numpy_address(value)
     return 0 if value is None else data_pointer(value)
 
 
