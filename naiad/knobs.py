@@ -231,6 +231,14 @@ class RuntimeKnobs(KnobGroup):
     kernel_load_end_hook = CodeKnob(
         HookChain, "Called as hook(module, function, name, metadata, hash) after a binary loaded.")
 
+    def launch_hooked(self) -> bool:
+        """Whether a launch enter or exit hook is set (cheaper than reading both knobs: the
+        warm launch path asks at every launch)."""
+        for hook in (self._overrides.get("launch_enter_hook"), self._overrides.get("launch_exit_hook")):
+            if hook is not None and (type(hook) is not HookChain or hook.calls):
+                return True
+        return False
+
 
 class AutotuningKnobs(KnobGroup):
     """The autotuner (``@naiad.autotune``)."""
@@ -330,22 +338,26 @@ def _as_env_text(value: Any) -> str | None:
     return str(value)
 
 
-def raw_reader(group: "KnobGroup", names: tuple[str, ...]) -> Callable[[], tuple]:
-    """A function returning a cheap token of some environment knobs of ``group``: their
-    overrides and raw environment strings, unparsed (equal tokens mean equal values; a
-    launch's warm path reads it instead of parsing each knob)."""
-    cls = type(group)
+def raw_reader(*parts: tuple["KnobGroup", tuple[str, ...]]) -> Callable[[], tuple]:
+    """A function returning a cheap token of some environment knobs, given as (group, knob
+    names) pairs: their overrides and raw environment strings, unparsed (equal tokens mean
+    equal values; a launch's warm path reads it instead of parsing each knob).  Generated for
+    the names, as it runs at every launch."""
     data = getattr(os.environ, "_data", None)
-    if data is None:                                   # pragma: no cover  (not CPython's os.environ)
-        data = os.environ
-        keys = [(name, getattr(cls, name).env) for name in names]
-    else:
-        keys = [(name, os.environ.encodekey(getattr(cls, name).env)) for name in names]
-
-    def token() -> tuple:
-        overrides = group._overrides           # `scope` replaces the dict: read it each time
-        if not overrides:
-            return tuple([data.get(key) for _, key in keys])
-        return tuple([(True, overrides[name]) if name in overrides else data.get(key)
-                      for name, key in keys])
-    return token
+    encode = os.environ.encodekey if data is not None else (lambda key: key)
+    scope: dict[str, Any] = {"_get": (data if data is not None else os.environ).get}
+    reads, slow = [], []
+    for g, (group, names) in enumerate(parts):
+        scope[f"_group{g}"] = group
+        for name in names:
+            key = encode(getattr(type(group), name).env)
+            scope[f"_key{len(reads)}"] = key
+            reads.append(f"_get(_key{len(reads)})")
+            slow.append(f"((True, o{g}[{name!r}]) if {name!r} in o{g} else {reads[-1]})")
+    overrides = [f"o{g} = _group{g}._overrides" for g in range(len(parts))]  # `scope` swaps them
+    source = (f"def token():\n    {'; '.join(overrides)}\n"
+              f"    if not ({' or '.join(f'o{g}' for g in range(len(parts)))}):\n"
+              f"        return ({', '.join(reads)},)\n"
+              f"    return ({', '.join(slow)},)\n")
+    exec(compile(source, "<naiad knob token>", "exec"), scope)
+    return scope["token"]

@@ -285,6 +285,12 @@ def test_wrong_arguments_on_a_warm_kernel_still_get_the_launch_error():
         axpy[(1,)](x, o)
     with pytest.raises(naiad.errors.NaiadError, match="got two values for parameter 'x'"):
         axpy[(1,)](x, o, 40, x=x)
+    with pytest.raises(naiad.errors.NaiadError, match="got two values for parameter 'n'"):
+        axpy[(1,)](x, o, 40, BLOCK=64, n=40)
+    with pytest.raises(naiad.errors.NaiadError, match="takes 5 arguments but 6 were given"):
+        axpy[(1,)](x, o, 40, 2.0, 64, 7)
+    with pytest.raises(naiad.errors.NaiadError, match="missing a value for parameter 'out'"):
+        axpy.run(x, n=40, grid=(1,), warmup=False)
 
 
 def test_numpy_addresses_read_directly_match_ctypes():

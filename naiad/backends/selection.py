@@ -16,7 +16,7 @@ backend's name: device types are the only link between arguments and backends.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from naiad import knobs
 from naiad.backends.discovery import Backend, BackendFailure, registry
@@ -166,13 +166,15 @@ def select(args: Iterable[Any] = ()) -> Backend:
     return backend
 
 
-def state_token() -> tuple:
-    """Everything `select` reads besides the arguments' device types: equal tokens and equal
-    device types select the same backend."""
-    return (_choice, registry.generation, _knob_token())
+def state_reader(*more: tuple[knobs.KnobGroup, tuple[str, ...]]) -> Callable[[], tuple]:
+    """A function returning everything `select` reads besides the arguments' device types
+    (equal tokens and equal device types select the same backend), with the raw values of the
+    ``more`` knobs ((group, names) pairs) appended: a launch reads it all in one call."""
+    knob_token = knobs.raw_reader((knobs.backends, ("default", "in_tree", "plugin_dirs")), *more)
 
-
-_knob_token = knobs.raw_reader(knobs.backends, ("default", "in_tree", "plugin_dirs"))
+    def state_token() -> tuple:
+        return (_choice, registry.generation, knob_token())
+    return state_token
 
 
 def _select(devices: tuple[str, ...]) -> Backend:

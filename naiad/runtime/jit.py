@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import inspect
 import re
 import textwrap
+import types
 from typing import Any, Callable, Iterable
 
 from naiad.errors import NaiadError
@@ -259,10 +261,10 @@ class JITFunction:
         self.cache: dict[str, Any] = {}
         #: Called as ``hook(*args, **kwargs)`` with a launch's arguments before it runs.
         self.pre_run_hooks: list[Callable[..., Any]] = []
-        #: Warm launches: a cheap per-call key (`_make_binder`) -> `_Prepared`; any miss takes
-        #: the full path of `run`, which fills it.
+        #: Warm launches: a cheap per-call key (`_make_entry`) -> `_Prepared`; any miss takes
+        #: the full path (`_run_slow`), which fills it.
         self._fast: dict[tuple, _Prepared] = {}
-        self._binder: Callable[..., tuple] | None = None
+        self._entry: Callable[..., Any] | None = None
 
     # -- source ---------------------------------------------------------------------------
     @property
@@ -382,7 +384,9 @@ class JITFunction:
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         """``kernel[grid](*args, **kwargs)``: ``grid`` is a tuple of up to 3 ints, or a callable
         taking the bound arguments (a dict, meta-parameters included) and returning one."""
-        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+        if self.pre_run_hooks:
+            return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+        return functools.partial(self._entry or self._make_entry(), grid, False)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without launching; returns the compiled kernel."""
@@ -399,21 +403,13 @@ class JITFunction:
         if not warmup:
             for hook in self.pre_run_hooks:
                 hook(*args, **kwargs)
-            binder = self._binder
-            if binder is None:
-                binder = self._binder = _make_binder(self)
-            try:
-                hit = binder(grid, *args, **kwargs)
-            except TypeError:      # arguments that do not fit, or unhashable: the full path says
-                hit = (None, None)
-            prepared = hit[0]
-            if prepared is not None:
-                prepared.kernel.launch(prepared.driver, hit[1], hit[2])
-                return prepared.kernel
-            bound, options = self.bind(args, kwargs)
-            return self._run_slow(bound, options, grid, warmup, hit[1])
+            return (self._entry or self._make_entry())(grid, True, *args, **kwargs)
         bound, options = self.bind(args, kwargs)
         return self._run_slow(bound, options, grid, warmup, None)
+
+    def _make_entry(self) -> Callable[..., Any]:
+        self._entry = _make_entry(self)
+        return self._entry
 
     def _run_slow(self, bound: dict[str, Any], options: dict[str, Any], grid: Any, warmup: bool,
                   fast_key: tuple | None) -> Any:
@@ -449,8 +445,7 @@ class JITFunction:
         if fast_key is not None:
             if len(self._fast) >= _FAST_ENTRIES:
                 self._fast.clear()
-            self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot,
-                                             bool(getattr(kernel.launcher, "accepts_addresses", False)))
+            self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot)
         return kernel
 
     # -- calling ------------------------------------------------------------------------------
@@ -470,20 +465,29 @@ class _Prepared:
     kernel is still in the JITFunction's cache, the driver's target is the same and the globals
     the kernel depends on are the same objects."""
 
-    __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses")
+    __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses", "direct")
 
-    def __init__(self, kernel: Any, driver: Any, target: Any, key: str, snapshot: tuple,
-                 addresses: bool):
+    def __init__(self, kernel: Any, driver: Any, target: Any, key: str, snapshot: tuple):
         self.kernel, self.driver, self.target, self.key, self.snapshot = \
             kernel, driver, target, key, snapshot
+        launcher = kernel.launcher
         #: Whether the launcher takes numpy arrays' addresses (ints) in their place.
-        self.addresses = addresses
+        self.addresses = bool(getattr(launcher, "accepts_addresses", False))
+        #: The launcher's own hook-less launch, ``direct(grid, args)``, if it has one (an
+        #: optional part of the launcher contract: `CPULauncher.direct`).
+        make_direct = getattr(launcher, "direct", None)
+        self.direct = make_direct(kernel.module, kernel.function) if make_direct else None
 
     def valid(self, fn: "JITFunction") -> bool:
         target = self.driver.get_current_target()
-        return (fn.cache.get(self.key) is self.kernel and
-                (target is self.target or target == self.target) and
-                _dependencies_unchanged(fn, self.snapshot))
+        if fn.cache.get(self.key) is not self.kernel or (target is not self.target and
+                                                         target != self.target):
+            return False
+        src, debug, noinline, version, values, nested = self.snapshot
+        if fn._src is not src or fn.debug is not debug or fn.noinline is not noinline or \
+                fn.version is not version:
+            return False
+        return not (values or nested) or _dependencies_unchanged(fn, self.snapshot)
 
 
 def _dependency_snapshot(fn: "JITFunction") -> tuple:
@@ -519,77 +523,132 @@ def _constexpr_token(value: Any) -> tuple:
     return (type(value), type(inner), inner)
 
 
-def _make_binder(fn: "JITFunction") -> Callable[..., tuple]:
-    """The warm path of ``fn``'s launches, generated once from its parameters (as Triton's
-    binder is): ``binder(grid, *args, **kwargs)`` takes a launch's arguments with the kernel's
-    own signature and returns ``(prepared, grid, launch arguments)`` when they map to a
-    prepared launch, else ``(None, key)``.
+def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
+    """``fn``'s launch entry, generated once from its parameters (as Triton's binder is):
+    ``entry(grid, hooks_done, *args, **kwargs)`` launches a prepared kernel when the arguments
+    map to one, else takes the full path (`JITFunction._run_slow`), which prepares it.
+    ``hooks_done`` (from `run`) says the pre-run hooks ran; otherwise they run here, with the
+    arguments as bound.
 
-    The key is at least as fine as everything the full path derives from a launch -- each
-    argument's `_token` (what `specialize` and backend selection read from it; a constexpr
-    parameter's value), the options, the backend selection state and the debug knob -- or None
-    when an argument has no token.  A numpy array's address is read once, for key and launcher.
-    The generated code's own names start with ``_naiad_``; a kernel with such a parameter
-    name always takes the full path.
+    The parameters are positional-only, so that Python's own binding never fails: keywords
+    arrive with the options and are moved to their parameters here; a missing, extra or
+    doubled argument goes to `JITFunction.bind`, which says what is wrong.  The key is at least
+    as fine as everything the full path derives from a launch -- each argument's `_token` (what
+    `specialize` and backend selection read from it; a constexpr parameter's value), the
+    options, the backend selection state and the debug knob.  A numpy array's address is read
+    once, for key and launcher.  The generated code's own names start with ``_naiad_``; a kernel
+    with such a parameter name always takes the full path.
     """
     if _state is None:
         _load_state()
     if any(p.name.startswith("_naiad_") for p in fn.params):
-        return lambda *args, **kwargs: (None, None)
+        def full(grid: Any, hooks_done: bool, *args: Any, **kwargs: Any) -> Any:
+            if not hooks_done:
+                for hook in fn.pre_run_hooks:
+                    hook(*args, **kwargs)
+            bound, options = fn.bind(args, kwargs)
+            return fn._run_slow(bound, options, grid, False, None)
+        return full
+    from naiad import knobs
+
     scope: dict[str, Any] = {
         "_naiad_ndarray": _ndarray, "_naiad_address": _numpy_address, "_naiad_token": _token,
         "_naiad_NO_TOKEN": _NO_TOKEN, "_naiad_constexpr_token": _constexpr_token,
-        "_naiad_state": _state, "_naiad_debug_knob": _debug_knob, "_naiad_fast": fn._fast,
-        "_naiad_fn": fn, "_naiad_ONES": _ONES}
-    signature, lines = [], []
+        "_naiad_state": _state, "_naiad_fast": fn._fast, "_naiad_fn": fn, "_naiad_ONES": _ONES,
+        "_naiad_hooked": knobs.runtime.launch_hooked, "_naiad_M": _MISSING,
+        "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({})}
+    names = [p.name for p in fn.params]
+    objects = ", ".join(names)
+    bound = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
+    lines = ["    _naiad_kw = _naiad_NO_KEYWORDS",
+             "    if _naiad_options:                     # keywords: to their parameters",
+             "        _naiad_kw = {}"]
+    for n in names:
+        lines += [f"        if {n!r} in _naiad_options:",
+                  f"            _naiad_kw[{n!r}] = _naiad_options.pop({n!r})",
+                  f"            if {n} is not _naiad_M:",
+                  f"                return _naiad_misfit(_naiad_fn, ({objects},), _naiad_extra, _naiad_kw, "
+                  f"{n!r})",
+                  f"            {n} = _naiad_kw[{n!r}]"]
+    required = [p.name for p in fn.params if not p.has_default]
+    missing = " or ".join([f"{n} is _naiad_M" for n in required] + ["_naiad_extra"])
+    lines += [f"    if {missing}:",
+              f"        return _naiad_misfit(_naiad_fn, ({objects},), _naiad_extra, _naiad_kw)"]
     for p in fn.params:
-        name, i = p.name, p.num
         if p.has_default:
-            scope[f"_naiad_default{i}"] = p.default
-            signature.append(f"{name}=_naiad_default{i}")
-        else:
-            signature.append(name)
-        token, value = f"_naiad_t{i}", f"_naiad_v{i}"
-        if p.is_constexpr:
-            lines += [f"    {token} = _naiad_constexpr_token({name})", f"    {value} = {name}"]
+            scope[f"_naiad_default{p.num}"] = p.default
+            lines += [f"    if {p.name} is _naiad_M:", f"        {p.name} = _naiad_default{p.num}"]
+    lines += ["    if _naiad_fn.pre_run_hooks and not _naiad_hooks_done:",
+              "        for _naiad_hook in _naiad_fn.pre_run_hooks:",
+              f"            _naiad_hook({objects}, **_naiad_options)"]
+    for p in fn.params:
+        name, token, value = p.name, f"_naiad_t{p.num}", f"_naiad_v{p.num}"
+        if p.is_constexpr:       # an int's token is shorter than `_constexpr_token`'s: no clash
+            lines += [f"    {token} = (int, {name}) if type({name}) is int else "
+                      f"_naiad_constexpr_token({name})", f"    {value} = {name}"]
             continue
         lines += [f"    if type({name}) is _naiad_ndarray:",
                   f"        {value} = _naiad_address({name})",
                   f"        {token} = ({name}.dtype, {value} % 16 == 0)",
+                  f"    elif type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
+                  f"        {value} = {name}",
+                  f"        {token} = (32, {name} % 16 == 0)",
                   f"    else:",
                   f"        {value} = {name}",
                   f"        {token} = _naiad_token({name})",
                   f"        if {token} is _naiad_NO_TOKEN:",
-                  f"            return None, None"]
+                  f"            return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, "
+                  f"False, None)"]
     tokens = "".join(f"_naiad_t{p.num}, " for p in fn.params)
     values = ", ".join(f"_naiad_v{p.num}" for p in fn.params)
-    objects = ", ".join(p.name for p in fn.params)
-    bound = "{" + ", ".join(f"{p.name!r}: {p.name}" for p in fn.params) + "}"
-    lines += [f"    key = (({tokens}), tuple(_naiad_options.items()) if _naiad_options else (), "
-              f"_naiad_state(), _naiad_debug_knob())",
-              "    prepared = _naiad_fast.get(key)",
-              "    if prepared is None or not prepared.valid(_naiad_fn):",
-              "        return None, key",
-              "    if callable(_naiad_grid):",
-              f"        _naiad_grid = _naiad_grid(dict({bound}, **_naiad_options))",
-              "    if type(_naiad_grid) is not tuple:",
-              "        _naiad_grid = tuple(_naiad_grid)",
-              "    if len(_naiad_grid) != 3:",
-              "        _naiad_grid = _naiad_grid + _naiad_ONES[len(_naiad_grid)]",
-              f"    return prepared, _naiad_grid, [{values}] if prepared.addresses else [{objects}]"]
-    header = ", ".join(["_naiad_grid"] + signature + ["**_naiad_options"])
-    source = f"def binder({header}):\n" + "\n".join(lines) + "\n"
-    exec(compile(source, f"<naiad binder {fn.__name__}>", "exec"), scope)
-    return scope["binder"]
+    lines += [
+        f"    key = (({tokens}), tuple(_naiad_options.items()) if _naiad_options else (), "
+        f"_naiad_state())",
+        "    try:",
+        "        prepared = _naiad_fast.get(key)",
+        "    except TypeError:                      # an unhashable value (a dtype, a constexpr)",
+        "        key = prepared = None",
+        "    if prepared is None or not prepared.valid(_naiad_fn):",
+        f"        return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
+        "    if callable(_naiad_grid):",
+        f"        _naiad_grid = _naiad_grid(dict({bound}, **_naiad_options))",
+        "    if type(_naiad_grid) is not tuple:",
+        "        _naiad_grid = tuple(_naiad_grid)",
+        "    if len(_naiad_grid) != 3:",
+        "        _naiad_grid = _naiad_grid + _naiad_ONES[len(_naiad_grid)]",
+        "    if prepared.direct is not None and not _naiad_hooked():",
+        f"        prepared.direct(_naiad_grid, [{values}])",
+        "    else:",
+        f"        prepared.kernel.launch(prepared.driver, _naiad_grid, [{values}] if prepared.addresses "
+        f"else [{objects}])",
+        "    return prepared.kernel"]
+    params = ", ".join(["_naiad_grid", "_naiad_hooks_done"] + [f"{n}=_naiad_M" for n in names]
+                       + ["/", "*_naiad_extra", "**_naiad_options"])
+    source = f"def {fn.__name__}({params}):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<naiad launch {fn.__name__}>", "exec"), scope)
+    return scope[fn.__name__]
+
+
+_MISSING = object()
+
+
+def _misfit(fn: "JITFunction", values: tuple, extra: tuple, keywords: Any,
+            doubled: str | None = None) -> None:
+    """Arguments that do not fit ``fn``'s parameters (``doubled``: one given positionally and
+    by keyword): `JITFunction.bind` says how."""
+    positional = [v for n, v in zip(fn.arg_names, values)
+                  if v is not _MISSING and (n not in keywords or n == doubled)]
+    fn.bind(tuple(positional) + tuple(extra), keywords)
+    raise LaunchError(f"{fn.__name__}: the arguments do not fit its parameters "
+                      f"({', '.join(fn.arg_names)})")        # pragma: no cover  (bind raised)
 
 
 _ONES = {0: (1, 1, 1), 1: (1, 1), 2: (1,)}
 _state: Callable[[], tuple] | None = None
-_debug_knob: Callable[[], tuple] | None = None
 
 
 def _load_state() -> None:
-    global _state, _debug_knob, _ndarray, _numpy_address
+    global _state, _ndarray, _numpy_address
     from naiad import knobs
     from naiad.backends import selection
     from naiad.runtime.array_address import numpy_address as _numpy_address
@@ -601,8 +660,7 @@ def _load_state() -> None:
     else:
         _ARRAY_KINDS[_ndarray] = _numpy_token
 
-    _debug_knob = knobs.raw_reader(knobs.runtime, ("debug",))
-    _state = selection.state_token
+    _state = selection.state_reader((knobs.runtime, ("debug",)))
 
 
 _NO_TOKEN = object()

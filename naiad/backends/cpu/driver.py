@@ -28,6 +28,7 @@ from naiad.runtime.jit import data_pointer
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                               ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+_LAUNCH_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
 
 #: Kernel argument type string -> struct format of its 8-byte slot, and the C type for AOT.
 _SLOTS = {
@@ -60,9 +61,8 @@ class CPULauncher:
         #: (`JITFunction.run`'s warm path does, having read the address already).
         self.accepts_addresses = self._pack_fast is not None
 
-    def _build_packer(self) -> Callable[[Sequence[Any]], Any] | None:
-        """A function made once for this signature that packs a launch's arguments into a new
-        slot buffer without walking the signature (no per-launch dict or path lookups); None
+    def _packed_parts(self) -> list[str] | None:
+        """Python expressions of each slot's value in ``args``, for the generated packers; None
         when an argument is reached through a tuple or a tensor descriptor."""
         if any(len(path) != 1 for path in self.runtime):
             return None
@@ -74,13 +74,48 @@ class CPULauncher:
                 parts.append(f"_bf16(float(args[{index}]))")
             else:
                 parts.append(f"args[{index}]")
+        return parts
+
+    def _generate(self, source: str, scope: dict) -> Callable[..., Any]:
+        scope.update(_pointer=_pointer, _bf16=bf16_bits)
+        exec(compile(source, f"<naiad launcher {self.name}>", "exec"), scope)
+        return scope["pack"]
+
+    def _build_packer(self) -> Callable[[Sequence[Any]], Any] | None:
+        """A function made once for this signature that packs a launch's arguments into a new
+        slot buffer without walking the signature (no per-launch dict or path lookups)."""
+        parts = self._packed_parts()
+        if parts is None:
+            return None
         slots = (self.packer.size + 16) // 8
         source = (f"def pack(args):\n    buffer = _buffer()\n"
                   f"    _pack_into(buffer, 0{''.join(', ' + p for p in parts)})\n    return buffer\n")
-        scope = {"_buffer": ctypes.c_uint64 * slots, "_pack_into": self.packer.pack_into,
-                 "_pointer": _pointer, "_bf16": bf16_bits}
-        exec(compile(source, f"<naiad launcher {self.name}>", "exec"), scope)
-        return scope["pack"]
+        return self._generate(source, {"_buffer": ctypes.c_uint64 * slots,
+                                       "_pack_into": self.packer.pack_into})
+
+    def direct(self, module: Any, function: Any) -> Callable[[tuple, Sequence[Any]], None] | None:
+        """The warm launch path's launcher: ``run(grid, args)`` launches without hooks, and on
+        one thread through ``naiad_launch`` (one ctypes argument: header and slots packed into
+        one bytes object); None where it does not apply (debug mode, tuple arguments).
+        Generated for the signature, as it runs at every launch."""
+        parts = self._packed_parts()
+        launch = getattr(module, "launch", None)
+        if parts is None or self.debug or launch is None:
+            return None
+        source = ("def pack(grid, args):\n"
+                  "    nx, ny, nz = grid\n"
+                  "    total = nx * ny * nz\n"
+                  "    if total > 1 and _threads > 1:\n"
+                  "        _general(nx, ny, nz, 0, _function, None, None, None, None, *args)\n"
+                  "    elif total > 0:\n"
+                  f"        _launch(_pack(nx, ny, nz, 0, total{''.join(', ' + p for p in parts)}))\n"
+                  "        if _reports:\n"
+                  "            _raise_reports(_name, _metadata, [])\n")
+        return self._generate(source, {
+            "_pack": struct.Struct("<5i4x" + self.packer.format[1:]).pack, "_launch": launch,
+            "_threads": self.threads, "_general": self, "_function": function,
+            "_reports": runtime.pending_reports(), "_raise_reports": runtime.raise_reports,
+            "_name": self.name, "_metadata": self.metadata})
 
     def pack(self, args: Sequence[Any]) -> Any:
         """The argument slots of one launch (plus, in debug mode, the arrays' address ranges)."""
@@ -252,6 +287,10 @@ class LoadedObject:
         if not address:
             raise NaiadError("the CPU object code has no naiad_grid function")
         self.grid = _GRID_TYPE(address)
+        #: ``naiad_launch(header and slots)`` (`CPULauncher.direct`); None in object code made
+        #: before it existed (an override).
+        address = self.engine.get_function_address("naiad_launch")
+        self.launch = _LAUNCH_TYPE(address) if address else None
 
 
 class CPUDriver(DriverBase):

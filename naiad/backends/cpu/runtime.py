@@ -125,6 +125,11 @@ def register_symbols() -> None:
     _registered = True
 
 
+def pending_reports() -> list:
+    """The list reports are appended to (the warm launch path tests it without a call)."""
+    return _reports
+
+
 def has_reports() -> bool:
     """Whether a launch left a report (a cheap check before `raise_reports`)."""
     return bool(_reports)

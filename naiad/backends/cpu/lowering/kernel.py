@@ -33,6 +33,8 @@ from naiad.compiler.errors import error_at
 from naiad.ir import arith, tt
 
 ARG_SLOT = 8
+#: Bytes before the argument slots in `naiad_launch`'s buffer: five int32 and padding.
+LAUNCH_HEADER = 24
 #: Tensor ops that are cheap to recompute wherever they are used (no memory traffic).
 _CHEAP = (arith.ConstantOp, tt.SplatOp, tt.MakeRangeOp, tt.ExpandDimsOp, tt.ReshapeOp,
           tt.BroadcastOp)
@@ -85,7 +87,7 @@ class KernelLowering:
         if not self.b.block.is_terminated:
             self.b.ret_void()
         self.alloca_builder.branch(start)
-        self._grid_function(body)
+        self._launch_function(self._grid_function(body))
         return self.llmod
 
     def _unpack_arguments(self, func: Any, args_ptr: ir.Value) -> None:
@@ -116,9 +118,10 @@ class KernelLowering:
             value = op.operands[0]
         return None
 
-    def _grid_function(self, body: ir.Function) -> None:
+    def _grid_function(self, body: ir.Function) -> ir.Function:
         """``naiad_grid(args, nx, ny, nz, first, last)``: run programs first..last-1."""
         fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 5), "naiad_grid")
+        fn.attributes.add("noinline")           # one copy of the kernel, called by naiad_launch too
         args, nx, ny, nz, first, last = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         header, loop, done = (fn.append_basic_block(n) for n in ("header", "loop", "done"))
@@ -134,6 +137,21 @@ class KernelLowering:
         pid.add_incoming(b.add(pid, ir.Constant(lt.I32, 1)), loop)
         b.branch(header)
         b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _launch_function(self, grid: ir.Function) -> None:
+        """``naiad_launch(header)``: a whole launch on one thread, from one pointer: the header
+        holds nx, ny, nz, first and last (int32 each, `LAUNCH_HEADER` bytes in all) and the
+        argument slots follow it.  A ctypes call with one argument costs a quarter of one with
+        six, which matters to the warm launch of a small kernel."""
+        fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR]), "naiad_launch")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        header = fn.args[0]
+        fields = [b.load(b.gep(header, [ir.Constant(lt.I64, 4 * i)], source_etype=lt.I8), typ=lt.I32,
+                         align=4) for i in range(5)]
+        args = b.gep(header, [ir.Constant(lt.I64, LAUNCH_HEADER)], source_etype=lt.I8)
+        b.call(grid, [args] + fields)
         b.ret_void()
 
     # -- values --------------------------------------------------------------------------------
