@@ -68,8 +68,8 @@ class CPULauncher:
             return None
         parts = []
         for (index,), ty in zip(self.runtime, self.types):
-            if ty.startswith("*"):
-                parts.append(f"_pointer(args[{index}])")
+            if ty.startswith("*"):       # an int: an address the warm launch path read already
+                parts.append(f"(args[{index}] if type(args[{index}]) is int else _pointer(args[{index}]))")
             elif ty == "bf16":
                 parts.append(f"_bf16(float(args[{index}]))")
             else:
