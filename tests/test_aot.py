@@ -93,3 +93,15 @@ def test_console_script_in_a_fresh_process(kernel_file, tmp_path):
                             env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "o" / "add.obj").stat().st_size > 0
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("cpu:x86_64-znver1", ("cpu", "x86_64-znver1", 1)),     # the CPU backend's default_warp_size
+    ("cpu:x86_64-znver1:4", ("cpu", "x86_64-znver1", 4)),
+    ("nosuchbackend:90", ("nosuchbackend", 90, 32)),         # unknown backends: Triton's 32
+])
+def test_target_strings_take_the_backends_warp_size(text, expected):
+    from naiad.tools.aot import parse_target
+
+    target = parse_target(text)
+    assert (target.backend, target.arch, target.warp_size) == expected

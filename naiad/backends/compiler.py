@@ -120,6 +120,9 @@ class BaseBackend(metaclass=ABCMeta):
     #: their effective values (`naiad.knobs.env_value`) into the cache key, so a changed value
     #: never returns a stale kernel.
     cache_env_vars: ClassVar[tuple[str, ...]] = ()
+    #: Threads per warp of this backend's targets when a target string leaves it out
+    #: (``naiad compile --target <backend>:<arch>``).
+    default_warp_size: ClassVar[int] = 32
 
     def __init__(self, target: GPUTarget) -> None:
         if not self.supports_target(target):

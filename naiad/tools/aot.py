@@ -23,7 +23,6 @@ from typing import Any, Callable
 from naiad.errors import NaiadError
 
 #: Warp size assumed for a target given without one.
-_DEFAULT_WARP = {"cpu": 1, "hip": 64}
 
 
 class AOTError(NaiadError):
@@ -93,11 +92,12 @@ def parse_signature(fn: Any, text: str) -> tuple[dict, dict, dict]:
 
 
 def parse_target(text: str) -> Any:
-    """``cpu`` (this host), or ``<backend>:<arch>[:<warp size>]``."""
+    """``cpu`` (this host), or ``<backend>:<arch>[:<warp size>]`` (the warp size defaults to
+    the backend's ``default_warp_size``)."""
     from naiad.backends.compiler import GPUTarget
+    from naiad.backends.discovery import registry
 
     if ":" not in text:
-        from naiad.backends.discovery import registry
         from naiad.backends.selection import driver_for
 
         backend = registry.get_or_failure(text) if text in registry.sources() else None
@@ -111,8 +111,10 @@ def parse_target(text: str) -> Any:
     backend, arch, *warp = text.split(":")
     if len(warp) > 1 or not arch:
         raise AOTError(f"--target {text!r}: write <backend>:<arch>[:<warp size>], e.g. cuda:90")
-    return GPUTarget(backend, int(arch) if arch.isdigit() else arch,
-                     int(warp[0]) if warp else _DEFAULT_WARP.get(backend, 32))
+    if not warp:
+        entry = registry.get_or_failure(backend) if backend in registry.sources() else None
+        warp = [getattr(getattr(entry, "compiler", None), "default_warp_size", 32)]
+    return GPUTarget(backend, int(arch) if arch.isdigit() else arch, int(warp[0]))
 
 
 def compile_to_dir(path: str, kernel_name: str, signature: str, target: str, out_dir: str,

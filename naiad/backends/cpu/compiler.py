@@ -49,6 +49,7 @@ class CPUBackend(BaseBackend):
     api_version = BACKEND_API_VERSION
     binary_ext = "obj"
     cache_env_vars = ("NAIAD_DEBUG",)
+    default_warp_size = 1
 
     @staticmethod
     def supports_target(target: GPUTarget) -> bool:
