@@ -20,9 +20,8 @@ import os
 import time
 from typing import Any, Callable
 
+from naiad import knobs
 from naiad.errors import NaiadError
-
-#: Warp size assumed for a target given without one.
 
 
 class AOTError(NaiadError):
@@ -125,9 +124,18 @@ def compile_to_dir(path: str, kernel_name: str, signature: str, target: str, out
     fn = load_kernel(path, kernel_name)
     sig, constexprs, attrs = parse_signature(fn, signature)
     gpu_target = parse_target(target)
-    start = time.perf_counter()
-    kernel = compile(ASTSource(fn, sig, constexprs, attrs), target=gpu_target, options=options)
-    elapsed = time.perf_counter() - start
+    heard: dict[str, Any] = {}
+    with knobs.compilation.scope():                 # per-stage times, for --timings
+        outer = knobs.compilation.listener
+
+        def listen(src: Any, metadata: Any, times: dict, cache_hit: bool) -> None:
+            heard.update(times=times, cache_hit=cache_hit)
+            if outer is not None:
+                outer(src, metadata, times, cache_hit)
+        knobs.compilation.listener = listen
+        start = time.perf_counter()
+        kernel = compile(ASTSource(fn, sig, constexprs, attrs), target=gpu_target, options=options)
+        elapsed = time.perf_counter() - start
     backend = make_backend(gpu_target)
     os.makedirs(out_dir, exist_ok=True)
     written = {}
@@ -146,7 +154,10 @@ def compile_to_dir(path: str, kernel_name: str, signature: str, target: str, out
                    "target": gpu_target.to_json(), "stages": list(kernel.asm)}, f, indent=2, default=str)
     written["json"] = meta
     if write is not None:
-        write(f"compiled {kernel.name} for {gpu_target.backend}:{gpu_target.arch} in {elapsed:.3f} s\n")
+        stages = ", ".join(f"{stage} {seconds:.3f} s" for stage, seconds in heard.get("times", {}).items())
+        how = "from the on-disk cache" if heard.get("cache_hit") else stages
+        write(f"compiled {kernel.name} for {gpu_target.backend}:{gpu_target.arch} in {elapsed:.3f} s"
+              f"{f' ({how})' if how else ''}\n")
         for stage, file in written.items():
             write(f"  {stage:8} {file}\n")
     return written

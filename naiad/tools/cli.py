@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out-dir", required=True, help="where to write <kernel>.<stage> and <kernel>.json")
     c.add_argument("--num-warps", type=int)
     c.add_argument("--num-stages", type=int)
-    c.add_argument("--timings", action="store_true", help="print the compile time and the files written")
+    c.add_argument("--timings", action="store_true", help="print the compile time of each stage and the files written")
     c.set_defaults(run=_compile)
     return p
 
