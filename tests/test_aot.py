@@ -108,3 +108,19 @@ def test_target_strings_take_the_backends_warp_size(text, expected):
 
     target = parse_target(text)
     assert (target.backend, target.arch, target.warp_size) == expected
+
+
+def test_a_plugin_target_writes_its_own_stages(kernel_file, tmp_path, plugin, capsys):
+    """A plugin backend (the toy fixture) compiles ahead of time through the same command: its
+    stages, written with the codec it declared, and its target in the metadata."""
+    out = tmp_path / "toy-out"
+    assert cli.main(["compile", str(kernel_file), "--kernel-name", "add", "--signature", SIGNATURE,
+                     "--target", "toy:v1", "--out-dir", str(out), "--timings"]) == 0
+    assert {p.name for p in out.iterdir()} == {"add.ttir", "add.toyasm", "add.toybin", "add.json"}
+    assert "compiled add for toy:v1" in capsys.readouterr().out
+    meta = json.loads((out / "add.json").read_text())
+    assert meta["stages"] == ["ttir", "toyasm", "toybin"]
+    assert (meta["target"]["backend"], meta["target"]["arch"], meta["target"]["warp_size"]) == ("toy", "v1", 32)
+    ttir = (out / "add.ttir").read_text()
+    assert (out / "add.toyasm").read_text() == f"toyasm({ttir})"
+    assert (out / "add.toybin").read_bytes() == f"toybin(toyasm({ttir}))".encode()
