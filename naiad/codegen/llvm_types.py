@@ -59,10 +59,11 @@ def scalar(mlir_type) -> ir.Type:
     raise TypeError(f"no LLVM type for {t}")
 
 
-def opaque(builder: ir.IRBuilder, pointer: ir.Value) -> ir.Value:
+def opaque(builder: ir.IRBuilder, pointer: ir.Value, addrspace: int = 0) -> ir.Value:
     """``pointer`` as an opaque ``ptr`` (llvmlite's alloca yields a typed pointer, and its
     builder refuses to store other types through one; LLVM itself has only ``ptr``)."""
-    cast = ir.CastInstr(builder.block, "bitcast", pointer, PTR)
+    cast = ir.CastInstr(builder.block, "bitcast", pointer,
+                        PTR if addrspace == 0 else ir.PointerType(addrspace=addrspace))
     builder._insert(cast)
     return cast
 

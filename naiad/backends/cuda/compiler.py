@@ -1,0 +1,163 @@
+"""The NVIDIA backend's compiler: TTIR -> TTGIR -> LLVM IR (NVPTX) -> PTX -> cubin.
+
+Stages (``kernel.asm`` keeps each):
+
+- ``ttir``: the shared TTIR passes;
+- ``ttgir``: the module with its target attributes and each tensor's layout
+  (`naiad.codegen.gpu.assign`) written on the op that makes it (``ttg.layout``);
+- ``llir``: LLVM IR from the shared GPU lowering with `NVPTXHooks`, libdevice linked in for the
+  functions the kernel calls, optimized at O3;
+- ``ptx``: llvmlite's NVPTX back end for the device's ``sm_XX``;
+- ``cubin``: ``ptxas`` when one is found (`naiad.backends.cuda.toolchain`), otherwise the PTX
+  itself, which the driver compiles when it loads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from naiad import knobs
+from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
+
+
+@dataclasses.dataclass(frozen=True)
+class CUDAOptions(BackendOptions):
+    """Triton's CUDA options (those not used yet are accepted and change nothing)."""
+
+    num_warps: int = 4
+    num_ctas: int = 1
+    num_stages: int = 3
+    maxnreg: int | None = None
+    warp_size: int = 32
+    debug: bool = False
+    enable_fp_fusion: bool = True
+    sanitize_overflow: bool = False
+    default_dot_input_precision: str = "tf32"
+    allowed_dot_input_precisions: tuple = DOT_PRECISIONS
+    max_num_imprecise_acc_default: int = 0
+    supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv", "fp8e4b15")
+    deprecated_fp8_dot_operand_dtypes: tuple = ()
+    launch_cooperative_grid: bool = False
+    launch_pdl: bool = False
+    instrumentation_mode: str = ""
+    backend_name: str = "cuda"
+    arch: int = 90
+
+
+class CUDABackend(BaseBackend):
+    api_version = BACKEND_API_VERSION
+    binary_ext = "cubin"
+    cache_env_vars = ("NAIAD_PTXAS_PATH", "NAIAD_LIBDEVICE_PATH", "NAIAD_DEBUG")
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend == "cuda"
+
+    @functools.lru_cache(maxsize=None)
+    def hash(self) -> str:
+        import llvmlite
+
+        from naiad.backends.cuda.toolchain import toolchain_hash
+
+        return f"llvmlite-{llvmlite.__version__}-sm{self.target.arch}-{toolchain_hash()}"
+
+    def parse_options(self, options: dict[str, Any]) -> CUDAOptions:
+        known = {f.name for f in dataclasses.fields(CUDAOptions)}
+        values = {k: v for k, v in options.items() if k in known and v is not None}
+        values.setdefault("debug", knobs.runtime.debug)
+        values["arch"] = int(self.target.arch)
+        if isinstance(values.get("allowed_dot_input_precisions"), list):
+            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
+        num_warps = values.get("num_warps", 4)
+        if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+            from naiad.errors import NaiadError
+
+            raise NaiadError(f"num_warps={num_warps}: the cuda backend needs a power of two from 1 "
+                             f"to 32 -- fix: pass num_warps=4 (or 1, 2, 8, 16, 32)")
+        return CUDAOptions(**values)
+
+    def add_stages(self, stages: dict, options: CUDAOptions, language: Any) -> None:
+        stages["ttir"] = lambda module, metadata: _make_ttir(module)
+        stages["ttgir"] = lambda module, metadata: _make_ttgir(module, options, self.target)
+        stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
+        stages["ptx"] = lambda llir, metadata: _make_ptx(llir, options)
+        stages["cubin"] = lambda ptx, metadata: _make_cubin(ptx, metadata, options)
+
+    def load_dialects(self, context: Any) -> None:
+        """The NVIDIA backend has no dialect of its own yet."""
+
+    def get_module_map(self) -> dict[str, Any]:
+        return {}
+
+    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
+        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
+
+    def pack_metadata(self, metadata: Any) -> tuple:
+        return (metadata.get("num_warps", 4), metadata.get("shared", 0))
+
+    def get_target_name(self, options: Any) -> str:
+        return f"cuda:{self.target.arch}"
+
+
+def _make_ttir(module: Any) -> Any:
+    from naiad.passes import run_ttir_pipeline
+
+    run_ttir_pipeline(module)
+    return module
+
+
+def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
+    """Target attributes, and each tensor's layout on the op that makes it (for reading: the
+    next stage assigns them again, so an edited TTGIR needs no layouts)."""
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
+
+    from naiad.codegen.gpu.assign import assign_layouts
+    from naiad.ir import tt
+
+    module.attributes["ttg.num-warps"] = IntegerAttr(options.num_warps, i32)
+    module.attributes["ttg.threads-per-warp"] = IntegerAttr(32, i32)
+    module.attributes["ttg.target"] = StringAttr(f"cuda:{target.arch}")
+    for func in module.body.ops:
+        if not isinstance(func, tt.FuncOp) or not func.body.blocks:
+            continue
+        layouts = assign_layouts(func, options.num_warps, 32)
+        for op in func.walk():
+            if op.results and isinstance(op.results[0].type, TensorType) and op.results[0] in layouts:
+                op.attributes["ttg.layout"] = StringAttr(str(layouts[op.results[0]]))
+    return module
+
+
+def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
+    import naiad.codegen.gpu  # noqa: F401  (registers the rules)
+    from naiad.backends.cuda.hooks import NVPTXHooks
+    from naiad.backends.cuda.target import link_libdevice, optimize
+    from naiad.codegen.gpu.kernel import GPUKernel
+
+    lowering = GPUKernel(module, NVPTXHooks(), options.num_warps)
+    llmod = lowering.lower()
+    metadata["name"] = lowering.func_op.sym_name.data
+    metadata["shared"] = lowering.shared_bytes
+    metadata["num_warps"] = options.num_warps
+    metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
+    return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch)
+
+
+def _make_ptx(llir: str, options: CUDAOptions) -> str:
+    from naiad.backends.cuda.target import emit_ptx
+
+    return emit_ptx(llir, options.arch)
+
+
+def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:
+    from naiad.backends.cuda.toolchain import find_ptxas, ptx_to_cubin
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        metadata["binary_format"] = "ptx"
+        return ptx.encode() + b"\0"
+    metadata["binary_format"] = "cubin"
+    return ptx_to_cubin(ptx, options.arch, ptxas=ptxas, maxnreg=options.maxnreg)

@@ -1,0 +1,110 @@
+"""What NVIDIA GPUs supply to the shared lowering (`naiad.codegen.gpu`): the NVPTX triple,
+thread and program ids, ``bar.sync``, warp shuffles, shared memory (address space 3), kernel
+parameters, and math through libdevice (``__nv_expf``...; `naiad.backends.cuda.compiler` links
+the functions a kernel calls)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.hooks import NAIAD_FUNCTIONS, TargetHooks, c_base_name
+from naiad.ir.types import PointerType
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+
+#: C math names (fp32 spelling without "f") that NVPTX lowers natively; the rest is libdevice.
+_NATIVE = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "nearbyint", "fma", "fmin", "fmax",
+           "copysign"}
+#: Naiad libdevice names (``__naiad_`` + this) that are libdevice's own fast versions.
+_FAST = {"fast_exp": "fast_exp", "fast_log": "fast_log"}
+
+
+class NVPTXHooks(TargetHooks):
+    name = "cuda"
+    warp_size = 32
+    global_addrspace = 1
+    constant_addrspace = 4
+    shared_addrspace = 3
+
+    def prepare_module(self, module: ir.Module) -> None:
+        module.triple = TRIPLE
+        module.data_layout = DATA_LAYOUT
+        self._smem = None
+
+    # -- kernel interface ------------------------------------------------------------------------
+    def param_type(self, mlir_type: Any) -> ir.Type:
+        if isinstance(mlir_type, PointerType):
+            return ir.PointerType(addrspace=self.global_addrspace)
+        storage = lt.scalar(mlir_type)
+        return lt.I8 if storage == lt.I1 else storage
+
+    def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
+        """Pointers are i64 addresses in the shared rules; booleans arrive as bytes."""
+        if isinstance(mlir_type, PointerType):
+            return b.ptrtoint(param, lt.I64)
+        if lt.scalar(mlir_type) == lt.I1:
+            return b.trunc(param, lt.I1)
+        return param
+
+    def mark_kernel(self, fn: ir.Function, threads: int) -> None:
+        fn.calling_convention = "ptx_kernel"
+        fn.attributes.add("nounwind")
+        module = fn.module
+        annotation = module.add_metadata([fn, ir.MetaDataString(module, "maxntidx"),
+                                          ir.Constant(lt.I32, threads)])
+        module.add_named_metadata("nvvm.annotations", annotation)
+
+    # -- ids, barriers, shuffles, shared memory ------------------------------------------------
+    def _special(self, b: ir.IRBuilder, name: str) -> ir.Value:
+        fn = lt.function(b.module, f"llvm.nvvm.read.ptx.sreg.{name}", lt.I32, [])
+        return b.call(fn, [])
+
+    def thread_id(self, b: ir.IRBuilder) -> ir.Value:
+        return self._special(b, "tid.x")
+
+    def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._special(b, f"ctaid.{'xyz'[axis]}")
+
+    def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._special(b, f"nctaid.{'xyz'[axis]}")
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        asm = ir.InlineAsm(ir.FunctionType(lt.VOID, []), "bar.sync 0;", "~{memory}", side_effect=True)
+        b.call(asm, [])
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
+        fn = lt.function(b.module, "llvm.nvvm.shfl.sync.bfly.i32", lt.I32, [lt.I32] * 4)
+        return b.call(fn, [ir.Constant(lt.I32, -1), value, ir.Constant(lt.I32, offset),
+                           ir.Constant(lt.I32, 31)])
+
+    def shared_base(self, b: ir.IRBuilder) -> ir.Value:
+        module = b.module
+        smem = module.globals.get("global_smem")
+        if smem is None:
+            smem = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), "global_smem",
+                                     addrspace=self.shared_addrspace)
+            smem.linkage = "external"
+            smem.align = 16
+        return lt.opaque(b, smem, self.shared_addrspace)
+
+    # -- math ----------------------------------------------------------------------------------------
+    def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        scalar = lt.scalar_of(ret)
+        if symbol.startswith("__naiad_"):
+            base = symbol[len("__naiad_"):].rstrip("f") if symbol.endswith("f") else symbol[len("__naiad_"):]
+            if base in _FAST:
+                name = f"__nv_{_FAST[base]}f" if scalar == lt.F32 else f"__nv_{base[len('fast_'):]}"
+                return self.library_call(ctx, name, args, ret)
+            own = NAIAD_FUNCTIONS.get(symbol)
+            if own is not None:
+                return own(ctx, args)
+            return self.library_call(ctx, "__nv_" + symbol[len("__naiad_"):], args, ret)
+        base = c_base_name(symbol, ret)
+        if base in _NATIVE:
+            intrinsic = {"fmin": "minnum", "fmax": "maxnum"}.get(base, base)
+            return ctx.intrinsic(intrinsic, args)
+        return self.library_call(ctx, "__nv_" + symbol, args, ret)

@@ -1,0 +1,69 @@
+"""LLVM's NVPTX target through llvmlite: libdevice linking, O3, PTX emission."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from naiad.backends.cuda.hooks import TRIPLE
+from naiad.errors import NaiadError
+
+#: Makes libdevice's ``__nvvm_reflect("__CUDA_FTZ")`` answer 0 (no flush to zero, as Triton).
+_REFLECT_FLAG = '!llvm.module.flags = !{!90000}\n!90000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm() -> Any:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(arch: int) -> Any:
+    from naiad.backends.cuda.toolchain import ptx_features
+
+    llvm = _llvm()
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(
+        cpu=f"sm_{arch}", features=ptx_features(arch), opt=3)
+
+
+def link_libdevice(llir: str, kernel: str) -> Any:
+    """The parsed module, with libdevice linked in when it calls ``__nv_`` functions; every
+    function but ``kernel`` becomes internal so that O3 drops what is not called."""
+    llvm = _llvm()
+    needs = re.search(r"declare [^\n]*@\"?__nv_", llir) is not None
+    module = llvm.parse_assembly(llir + ("\n" + _REFLECT_FLAG if needs and "nvvm-reflect-ftz" not in llir else ""))
+    if needs:
+        from naiad.backends.cuda.toolchain import find_libdevice
+
+        path = find_libdevice()
+        if path is None:
+            raise NaiadError("the kernel calls math functions from libdevice, and no libdevice was "
+                             "found -- fix: pip install nvidia-cuda-nvcc (or nvidia-nvvm), install "
+                             "CUDA, or set NAIAD_LIBDEVICE_PATH to libdevice.10.bc")
+        with open(path, "rb") as f:
+            library = llvm.parse_bitcode(f.read())
+        library.triple = TRIPLE
+        module.link_in(library)
+        for fn in module.functions:
+            if not fn.is_declaration and fn.name != kernel:
+                fn.linkage = llvm.Linkage.internal
+    module.verify()
+    return module
+
+
+def optimize(module: Any, arch: int) -> str:
+    llvm = _llvm()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(target_machine(arch), tuning)
+    builder.getModulePassManager().run(module, builder)
+    return str(module)
+
+
+def emit_ptx(llir: str, arch: int) -> str:
+    llvm = _llvm()
+    return target_machine(arch).emit_assembly(llvm.parse_assembly(llir))

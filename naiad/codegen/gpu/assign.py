@@ -1,0 +1,172 @@
+"""Which layout each tensor value of a kernel gets (the TTGIR step of a GPU backend).
+
+Layouts flow backwards from the ops that fix them, as Triton's layout propagation does: a store
+(or a value nobody constrains) takes `layouts.default_blocked` of its shape, vectorized for its
+element size; every op then asks its operands for the layout that makes it free -- element-wise
+ops the same layout, ``broadcast`` the same parameters, ``expand_dims`` the slice of its result,
+a reduction the parent of its result's slice.  The first request a value gets (from its last
+use) wins; other uses convert (`GPUKernel.convert`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu import layouts as L
+from naiad.ir import tt
+
+#: Ops whose tensor operands simply take the result's layout.
+_SAME = (tt.LoadOp, tt.BroadcastOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.ScanOp, tt.ClampFOp)
+
+
+def _tensor(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType)
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+def assign_layouts(func: Any, num_warps: int, warp_size: int) -> dict[SSAValue, L.Layout]:
+    layouts: dict[SSAValue, L.Layout] = {}
+
+    def default(value: SSAValue) -> L.Layout:
+        vector = max(1, min(8, 16 // _element_bytes(value)))      # 128-bit accesses
+        return L.default_blocked(_shape(value), num_warps, warp_size, vector)
+
+    def want(value: SSAValue, layout: L.Layout) -> None:
+        if _tensor(value) and value not in layouts:
+            layouts[value] = layout
+
+    def own(value: SSAValue) -> L.Layout:
+        if value not in layouts:
+            layouts[value] = default(value)
+        return layouts[value]
+
+    for op in reversed(list(func.walk())):
+        rule = _RULES.get(type(op))
+        results = [r for r in op.results if _tensor(r)]
+        if rule is not None:
+            rule(op, own, want, default)
+            continue
+        if not results:
+            continue
+        layout = own(results[0])
+        for r in results[1:]:
+            want(r, layout)
+        for operand in op.operands:
+            if _tensor(operand) and _shape(operand) == _shape(results[0]):
+                want(operand, layout)
+    for arg in func.body.block.args:
+        if _tensor(arg):
+            own(arg)
+    for op in func.walk():           # values never used: their own default
+        for r in op.results:
+            if _tensor(r):
+                own(r)
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    if _tensor(arg):
+                        own(arg)
+    return layouts
+
+
+def _element_bytes(value: SSAValue) -> int:
+    """Bytes of one element (of the pointee, for pointer tensors: what a load moves)."""
+    element = lt.element(value.type)
+    pointee = getattr(element, "pointee_type", None)
+    storage = lt.scalar(pointee if pointee is not None else element)
+    return max(1, lt.byte_size(storage) if storage != lt.I1 else 1)
+
+
+Rule = Callable[[Any, Callable, Callable, Callable], None]
+_RULES: dict[type, Rule] = {}
+
+
+def _rule(*classes: type) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for c in classes:
+            _RULES[c] = fn
+        return fn
+    return register
+
+
+@_rule(*_SAME)
+def _same(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    results = [r for r in op.results if _tensor(r)]
+    layout = own(results[0])
+    for value in list(op.operands) + results[1:]:
+        want(value, layout)
+
+
+@_rule(tt.StoreOp)
+def _store(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    layout = own(op.ptr) if _tensor(op.ptr) else None
+    if layout is not None:
+        for operand in op.operands:
+            want(operand, layout)
+
+
+@_rule(tt.ExpandDimsOp)
+def _expand_dims(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    want(op.src, L.Slice(op.axis.value.data, own(op.result)))
+
+
+@_rule(tt.ReduceOp)
+def _reduce(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    axis = op.axis.value.data
+    results = [r for r in op.results if _tensor(r)]
+    layout = own(results[0]) if results else None
+    for r in results[1:]:
+        want(r, layout)
+    parent = layout.parent if isinstance(layout, L.Slice) and layout.dim == axis else None
+    for operand in op.operands:
+        want(operand, parent or default(operand))
+
+
+@_rule(scf.ForOp)
+def _for(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    args = op.body.block.args[1:]
+    for result, arg, init in zip(op.results, args, op.iter_args):
+        if _tensor(result):
+            layout = own(result)
+            want(arg, layout)
+            want(init, layout)
+
+
+@_rule(scf.WhileOp)
+def _while(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    for result, before, init in zip(op.results, op.before_region.block.args, op.arguments):
+        if _tensor(result):
+            layout = own(result)
+            want(before, layout)
+            want(init, layout)
+
+
+@_rule(scf.YieldOp, scf.ConditionOp)
+def _yield(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    """A yield's operands take the layout of what they become: the loop's block arguments
+    and results, or the ``if``'s results (assigned already: their uses come later)."""
+    values = list(op.operands)[1:] if isinstance(op, scf.ConditionOp) else list(op.operands)
+    for value, target in zip(values, op.parent_op().results):
+        if _tensor(value):
+            want(value, own(target))
+
+
+@_rule(tt.DotOp)
+def _dot(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    layout = own(op.results[0])
+    want(op.c, layout)
+    want(op.a, default(op.a))
+    want(op.b, default(op.b))
+
+
+@_rule(tt.MakeRangeOp, tt.SplatOp)
+def _source(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    own(op.results[0])

@@ -1,0 +1,217 @@
+"""Axis information: what is known, per dimension, about the integers and pointers in a tensor.
+
+For each value and dimension (Triton's AxisInfo): *contiguity* -- runs of this many elements
+along the dimension are consecutive integers (addresses one element apart); *divisibility* --
+the first element of each run is a multiple of this (bytes, for pointers); *constancy* -- runs
+of this many elements are equal.  Loads and stores use it to move 128 bits per instruction: a
+thread's consecutive elements are one vector access when the pointer runs are long enough and
+aligned, and the mask is constant over them.  Unknown values get (1, 1, 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+from xdsl.dialects.builtin import IntegerAttr, TensorType
+from xdsl.ir import SSAValue
+
+from naiad.ir import arith, tt
+
+#: Divisibility of zero (and the cap for everything): as large as an address could need.
+_LARGE = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisInfo:
+    contiguity: tuple[int, ...]
+    divisibility: tuple[int, ...]
+    constancy: tuple[int, ...]
+    #: The value when it is a known integer constant (splat), else None.
+    constant: int | None = None
+
+    @staticmethod
+    def unknown(rank: int) -> "AxisInfo":
+        return AxisInfo((1,) * rank, (1,) * rank, (1,) * rank)
+
+
+def _pow2_divisor(n: int) -> int:
+    return _LARGE if n == 0 else min(_LARGE, n & -n)
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape()) if isinstance(value.type, TensorType) else ()
+
+
+def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
+    """Axis information for the values of ``func`` (forward, in program order)."""
+    infos: dict[SSAValue, AxisInfo] = {}
+    for i, arg in enumerate(func.body.block.args):
+        div = 1
+        attrs = func.arg_attrs.data[i].data if func.arg_attrs is not None else {}
+        if "tt.divisibility" in attrs:
+            div = attrs["tt.divisibility"].value.data
+        infos[arg] = AxisInfo((), (div,), ())
+    for op in func.walk():
+        rule = _RULES.get(type(op))
+        if rule is None or not op.results:
+            continue
+        result = op.results[0]
+        info = rule(op, lambda v: _get(infos, v), _shape(result))
+        if info is not None:
+            infos[result] = info
+    return infos
+
+
+def _get(infos: dict[SSAValue, AxisInfo], value: SSAValue) -> AxisInfo:
+    info = infos.get(value)
+    if info is not None:
+        return info
+    return AxisInfo.unknown(len(_shape(value)))
+
+
+def scalar_divisibility(info: AxisInfo) -> int:
+    return info.divisibility[0] if info.divisibility else 1
+
+
+Rule = Callable[[Any, Callable[[SSAValue], AxisInfo], tuple], AxisInfo | None]
+_RULES: dict[type, Rule] = {}
+
+
+def _rule(*classes: type) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for c in classes:
+            _RULES[c] = fn
+        return fn
+    return register
+
+
+@_rule(arith.ConstantOp)
+def _constant(op: Any, get: Callable, shape: tuple) -> AxisInfo | None:
+    attr = op.value
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return AxisInfo((), (_pow2_divisor(value),), (), value)
+    if not hasattr(attr, "get_values"):
+        return None
+    values = attr.get_values()
+    if not values or len(set(values)) != 1 or not isinstance(values[0], int):
+        return None
+    value = values[0]
+    return AxisInfo((1,) * len(shape), (_pow2_divisor(value),) * len(shape), shape, value)
+
+
+@_rule(tt.MakeRangeOp)
+def _make_range(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    return AxisInfo(shape, (_pow2_divisor(op.start.value.data),), (1,))
+
+
+@_rule(tt.SplatOp)
+def _splat(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    src = get(op.src)
+    div = scalar_divisibility(src)
+    return AxisInfo((1,) * len(shape), (div,) * len(shape), shape, src.constant)
+
+
+@_rule(tt.ExpandDimsOp)
+def _expand_dims(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    src = get(op.src)
+    axis = op.axis.value.data
+    ins = lambda t, v: t[:axis] + (v,) + t[axis:]      # noqa: E731
+    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, _LARGE), ins(src.constancy, 1),
+                    src.constant)
+
+
+@_rule(tt.BroadcastOp)
+def _broadcast(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    src = get(op.src)
+    src_shape = _shape(op.src)
+    constancy = tuple(shape[d] if src_shape[d] == 1 and shape[d] != 1 else src.constancy[d]
+                      for d in range(len(shape)))
+    return AxisInfo(src.contiguity, src.divisibility, constancy, src.constant)
+
+
+def _binary(op: Any, get: Callable) -> tuple[AxisInfo, AxisInfo]:
+    return get(op.operands[0]), get(op.operands[1])
+
+
+@_rule(arith.AddiOp, tt.AddPtrOp)
+def _add(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    a, b = _binary(op, get)
+    scale = 1
+    if isinstance(op, tt.AddPtrOp):
+        pointee = _pointee_bytes(op.operands[0])
+        scale = pointee
+        b = AxisInfo(b.contiguity, tuple(min(_LARGE, d * scale) for d in b.divisibility), b.constancy,
+                     None if b.constant is None else b.constant * scale)
+    rank = len(shape)
+    if rank == 0:
+        constant = a.constant + b.constant if a.constant is not None and b.constant is not None else None
+        return AxisInfo((), (math.gcd(scalar_divisibility(a), scalar_divisibility(b)),), (), constant)
+    contiguity = tuple(max(math.gcd(a.contiguity[d], b.constancy[d]), math.gcd(a.constancy[d], b.contiguity[d]))
+                       for d in range(rank))
+    divisibility = tuple(math.gcd(a.divisibility[d], b.divisibility[d]) for d in range(rank))
+    constancy = tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank))
+    return AxisInfo(contiguity, divisibility, constancy)
+
+
+def _pointee_bytes(value: SSAValue) -> int:
+    from naiad.codegen import llvm_types as lt
+
+    pointee = lt.element(value.type).pointee_type
+    try:
+        return lt.byte_size(lt.scalar(pointee))
+    except TypeError:
+        return 1
+
+
+@_rule(arith.MuliOp)
+def _mul(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    a, b = _binary(op, get)
+    rank = len(shape)
+    if rank == 0:
+        constant = a.constant * b.constant if a.constant is not None and b.constant is not None else None
+        div = min(_LARGE, scalar_divisibility(a) * scalar_divisibility(b))
+        return AxisInfo((), (div,), (), constant)
+    contiguity = tuple(a.contiguity[d] if b.constant == 1 else (b.contiguity[d] if a.constant == 1 else 1)
+                       for d in range(rank))
+    divisibility = tuple(min(_LARGE, a.divisibility[d] * b.divisibility[d]) for d in range(rank))
+    constancy = tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank))
+    return AxisInfo(contiguity, divisibility, constancy)
+
+
+@_rule(arith.CmpiOp)
+def _cmp(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """A comparison is constant where both sides are; ``range < n`` also over the aligned runs
+    of a contiguous range against a splat with the same alignment (a mask ``offs < n``)."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    if rank == 0:
+        return AxisInfo((), (1,), ())
+    constancy = []
+    for d in range(rank):
+        c = math.gcd(a.constancy[d], b.constancy[d])
+        if b.constancy[d] >= shape[d] and a.contiguity[d] > 1:
+            c = max(c, math.gcd(a.contiguity[d], math.gcd(a.divisibility[d], b.divisibility[d])))
+        constancy.append(c)
+    return AxisInfo((1,) * rank, (1,) * rank, tuple(constancy))
+
+
+@_rule(arith.AndIOp, arith.OrIOp)
+def _logic(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    a, b = _binary(op, get)
+    rank = len(shape)
+    return AxisInfo((1,) * rank, (1,) * rank, tuple(math.gcd(a.constancy[d], b.constancy[d])
+                                                    for d in range(rank)))
+
+
+@_rule(arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp)
+def _same(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    return get(op.operands[0])
+
+
+@_rule(tt.GetProgramIdOp)
+def _pid(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    return AxisInfo((), (1,), ())
+

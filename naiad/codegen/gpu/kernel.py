@@ -1,0 +1,279 @@
+"""The shared GPU lowering: one ``tt.func`` in TTIR -> one LLVM kernel run by a program's threads.
+
+Every tensor value becomes a `Dist`: the values one thread holds, in the order of its layout's
+`elements`.  Layouts come from `naiad.codegen.gpu.assign`; an op whose operand arrives in
+another layout than it needs gets it through shared memory (`convert`).  Rules are registered
+per op class in `RULES` (one small function each, in the ``ops_*`` modules) and reach the target
+only through its `GPUHooks` (thread ids, barriers, shuffles, shared memory, math library).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Block, SSAValue
+
+from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.assign import assign_layouts
+from naiad.codegen.gpu.axis_info import AxisInfo, analyze
+from naiad.ir import tt
+
+#: op class -> rule(kernel, op); filled by the ``ops_*`` modules.
+RULES: dict[type, Callable[["GPUKernel", Any], None]] = {}
+
+
+def rule(*op_classes: type) -> Callable:
+    def register(fn: Callable) -> Callable:
+        for cls in op_classes:
+            RULES[cls] = fn
+        return fn
+    return register
+
+
+@dataclasses.dataclass
+class Dist:
+    """A tensor as one thread holds it: ``values[i]`` is its element ``elements(layout)[i]``."""
+
+    layout: L.Layout
+    shape: tuple[int, ...]
+    values: list[ir.Value]
+
+
+def is_tensor(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType)
+
+
+def shape_of(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+class GPUKernel:
+    """Lowers the public ``tt.func`` of a TTIR module for ``num_warps`` warps of ``hooks``."""
+
+    def __init__(self, module: Any, hooks: Any, num_warps: int):
+        self.module = module
+        self.hooks = hooks
+        self.num_warps = num_warps
+        self.warp_size = hooks.warp_size
+        self.llmod = ir.Module(name="naiad_kernel")
+        hooks.prepare_module(self.llmod)
+        self.env: dict[SSAValue, Any] = {}
+        self.b: ir.IRBuilder = None  # type: ignore[assignment]
+        #: Bytes of shared memory the kernel needs (the largest conversion or reduction).
+        self.shared_bytes = 0
+        self._coords: dict[tuple, list[list[ir.Value]]] = {}
+
+    # -- entry --------------------------------------------------------------------------------
+    def lower(self) -> ir.Module:
+        func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
+                    and op.sym_visibility is not None and op.sym_visibility.data == "public")
+        self.func_op = func
+        self.layouts = assign_layouts(func, self.num_warps, self.warp_size)
+        self.axis = analyze(func)
+        args = list(func.body.block.args)
+        types = [self.hooks.param_type(a.type) for a in args]
+        fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, types), func.sym_name.data)
+        self.hooks.mark_kernel(fn, self.num_warps * self.warp_size)
+        self.function = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for arg, param in zip(args, fn.args):
+            self.env[arg] = self.hooks.param_value(self.b, param, arg.type)
+        self.thread = self.hooks.thread_id(self.b)
+        self.lane = self.b.urem(self.thread, ir.Constant(lt.I32, self.warp_size))
+        self.warp = self.b.udiv(self.thread, ir.Constant(lt.I32, self.warp_size))
+        self.lower_block(func.body.block)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        return self.llmod
+
+    def lower_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.lower_op(op)
+
+    def lower_op(self, op: Any) -> None:
+        fn = RULES.get(type(op))
+        if fn is None:
+            if type(op) in elementwise.RULES:
+                fn = RULES[_ELEMENTWISE]
+            else:
+                raise NotImplementedError(f"{op.name} is not supported by the GPU lowering yet")
+        fn(self, op)
+
+    # -- values --------------------------------------------------------------------------------
+    def ctx(self) -> elementwise.Lowering:
+        return elementwise.Lowering(self.b, self.hooks, 1)
+
+    def scalar(self, value: SSAValue) -> ir.Value:
+        held = self.env[value]
+        if isinstance(held, Dist):
+            raise RuntimeError(f"internal error: expected a scalar for {value.type}")
+        return held
+
+    def layout_of(self, value: SSAValue) -> L.Layout:
+        return self.layouts[value]
+
+    def tensor(self, value: SSAValue, layout: L.Layout | None = None) -> Dist:
+        """``value`` in ``layout`` (its own by default), converted through shared memory."""
+        held = self.env[value]
+        if layout is None or held.layout == layout:
+            return held
+        return self.convert(held, layout, value.type)
+
+    def define(self, value: SSAValue, values: list[ir.Value]) -> None:
+        self.env[value] = Dist(self.layouts[value], shape_of(value), values)
+
+    def info(self, value: SSAValue) -> AxisInfo:
+        return self.axis.get(value) or AxisInfo.unknown(len(shape_of(value)) if is_tensor(value) else 0)
+
+    # -- where a thread's elements are ------------------------------------------------------
+    def coordinates(self, layout: L.Layout, shape: Sequence[int]) -> list[list[ir.Value]]:
+        """Per element of a thread, its coordinate per dimension of ``shape`` (i32 values)."""
+        key = (layout, tuple(shape), id(self.b.block))
+        cached = self._coords.get(key)
+        if cached is not None:
+            return cached
+        blocked, removed = L.blocked_of(layout)
+        full = L.parent_shape(layout, shape)
+        bases = self.thread_bases(blocked)
+        result = []
+        for element in L.elements(layout, shape):
+            offsets = L.constant_offsets(layout, shape, element)
+            coords = []
+            for d in range(blocked.rank):
+                if d in removed:
+                    continue
+                value = self.b.add(bases[d], ir.Constant(lt.I32, offsets[d]))
+                coords.append(self.b.and_(value, ir.Constant(lt.I32, full[d] - 1)))
+            result.append(coords)
+        self._coords[key] = result
+        return result
+
+    def thread_bases(self, blocked: L.Blocked) -> list[ir.Value]:
+        """This thread's first coordinate per dimension (before repetitions and offsets)."""
+        lane_ids = self._split(self.lane, [blocked.threads_per_warp[d] for d in blocked.order])
+        warp_ids = self._split(self.warp, [blocked.warps_per_cta[d] for d in blocked.order])
+        bases: list[ir.Value] = [None] * blocked.rank  # type: ignore[list-item]
+        for i, d in enumerate(blocked.order):
+            spt, tpw = blocked.size_per_thread[d], blocked.threads_per_warp[d]
+            lane_part = self.b.mul(lane_ids[i], ir.Constant(lt.I32, spt))
+            warp_part = self.b.mul(warp_ids[i], ir.Constant(lt.I32, spt * tpw))
+            bases[d] = self.b.add(lane_part, warp_part)
+        return bases
+
+    def _split(self, index: ir.Value, sizes: list[int]) -> list[ir.Value]:
+        parts, stride = [], 1
+        for size in sizes:
+            part = self.b.udiv(index, ir.Constant(lt.I32, stride)) if stride > 1 else index
+            parts.append(self.b.urem(part, ir.Constant(lt.I32, size)))
+            stride *= size
+        return parts
+
+    def linear(self, coords: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        """Row-major linear index of a coordinate."""
+        index = ir.Constant(lt.I32, 0)
+        for c, size in zip(coords, shape):
+            index = self.b.add(self.b.mul(index, ir.Constant(lt.I32, size)), c)
+        return index
+
+    # -- shared memory --------------------------------------------------------------------------
+    def shared_pointer(self, index: ir.Value, storage: ir.Type, byte_offset: int = 0) -> ir.Value:
+        base = self.hooks.shared_base(self.b)
+        if byte_offset:
+            base = self.b.gep(base, [ir.Constant(lt.I32, byte_offset)], source_etype=lt.I8)
+        return self.b.gep(base, [index], source_etype=storage)
+
+    def need_shared(self, nbytes: int) -> None:
+        self.shared_bytes = max(self.shared_bytes, nbytes)
+
+    def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
+        """``dist`` redistributed into ``layout`` (through shared memory)."""
+        values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, lambda c: c,
+                                            dist.shape)
+        return Dist(layout, dist.shape, values)
+
+    def gather_through_shared(self, dist: Dist, mlir_type: Any, layout: L.Layout,
+                              shape: Sequence[int], source: Callable[[list], list],
+                              source_shape: Sequence[int]) -> list[ir.Value]:
+        """Every thread writes its elements of ``dist`` to shared memory at their row-major
+        index; then, for each element of ``layout`` over ``shape``, reads the element at
+        ``source(coordinates)`` (coordinates in ``source_shape``, the same elements viewed
+        with another shape)."""
+        storage = lt.scalar(mlir_type)
+        stored = lt.I8 if storage == lt.I1 else storage
+        self.need_shared(_numel(dist.shape) * lt.byte_size(stored))
+        self.hooks.barrier(self.b)
+        for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
+            v = self.b.zext(value, lt.I8) if storage == lt.I1 else value
+            self.b.store(v, self.shared_pointer(self.linear(coords, dist.shape), stored))
+        self.hooks.barrier(self.b)
+        values = []
+        for coords in self.coordinates(layout, shape):
+            index = self.linear(source(coords), source_shape)
+            v = self.b.load(self.shared_pointer(index, stored), typ=stored)
+            values.append(self.b.trunc(v, lt.I1) if storage == lt.I1 else v)
+        return values
+
+
+    def owner(self, layout: L.Layout, shape: Sequence[int]) -> list[ir.Value]:
+        """Per element of this thread, whether it is the element's first holder (a layout
+        wider than its tensor gives threads the same elements; one of them owns each)."""
+        blocked, removed = L.blocked_of(layout)
+        full = L.parent_shape(layout, shape)
+        bases = self.thread_bases(blocked)
+        owns = ir.Constant(lt.I1, 1)
+        for d in range(blocked.rank):
+            if d in removed:
+                continue
+            inside = self.b.icmp_unsigned("<", bases[d], ir.Constant(lt.I32, full[d]))
+            owns = self.b.and_(owns, inside)
+        for d in removed:          # a slice: only the threads at the start of the sliced dim
+            owns = self.b.and_(owns, self.b.icmp_unsigned("==", bases[d], ir.Constant(lt.I32, 0)))
+        return [owns] * L.element_count(layout, shape)
+
+    def share_from_owners(self, values: list[ir.Value], layout: L.Layout, shape: Sequence[int],
+                          mlir_type: Any) -> list[ir.Value]:
+        """Each element's value as its owner computed it, in every thread that holds it."""
+        storage = lt.scalar(mlir_type)
+        self.need_shared(_numel(shape) * lt.byte_size(storage))
+        self.hooks.barrier(self.b)
+        coords = self.coordinates(layout, shape)
+        owners = self.owner(layout, shape)
+        for value, c, own in zip(values, coords, owners):
+            pointer = self.shared_pointer(self.linear(c, shape), storage)
+            self._when(own, lambda v=value, p=pointer: self.b.store(v, p))
+        self.hooks.barrier(self.b)
+        return [self.b.load(self.shared_pointer(self.linear(c, shape), storage), typ=storage)
+                for c in coords]
+
+    def broadcast_from_thread0(self, value: ir.Value) -> ir.Value:
+        """A scalar as thread 0 computed it, in every thread."""
+        self.need_shared(lt.byte_size(value.type))
+        self.hooks.barrier(self.b)
+        pointer = self.shared_pointer(ir.Constant(lt.I32, 0), value.type)
+        first = self.b.icmp_unsigned("==", self.thread, ir.Constant(lt.I32, 0))
+        self._when(first, lambda: self.b.store(value, pointer))
+        self.hooks.barrier(self.b)
+        return self.b.load(pointer, typ=value.type)
+
+    def _when(self, condition: ir.Value, body: Callable[[], Any]) -> None:
+        then, merge = self.b.append_basic_block("then"), self.b.append_basic_block("merge")
+        self.b.cbranch(condition, then, merge)
+        self.b.position_at_end(then)
+        body()
+        self.b.branch(merge)
+        self.b.position_at_end(merge)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+class _ELEMENTWISE:
+    """Key of the rule every op with a shared element-wise rule uses (`naiad.codegen.elementwise`)."""

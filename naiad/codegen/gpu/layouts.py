@@ -1,0 +1,160 @@
+"""Distributed layouts: which thread of a program holds which elements of a tensor.
+
+A program runs on ``num_warps`` warps of ``warp_size`` threads, and each tensor is spread over
+them by a layout, as in Triton's TTGIR:
+
+- `Blocked`: each thread holds ``size_per_thread[d]`` consecutive elements along each dimension,
+  the threads of a warp tile ``threads_per_warp``, the warps tile ``warps_per_cta``; the tile
+  repeats over larger tensors and wraps (threads share elements) over smaller ones.  ``order``
+  lists dimensions fastest first (threads are numbered along ``order[0]`` first).
+- `Slice`: a tensor with dimension ``dim`` of a `Blocked` parent removed (a reduction's result):
+  each thread holds the projections of its parent elements, so ``expand_dims`` back to the
+  parent is free.
+
+A thread's elements are enumerated at compile time (`elements`): each is a per-dimension pair
+(repetition, offset inside the thread's block), and its coordinate is
+``(rep * tile + thread_base + offset) % size`` where only ``thread_base`` depends on the
+thread (`thread_bases`).  Two tensors of the same layout and shape hold the same elements in
+the same order, so element-wise ops pair values by position.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocked:
+    size_per_thread: tuple[int, ...]
+    threads_per_warp: tuple[int, ...]
+    warps_per_cta: tuple[int, ...]
+    order: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.order)
+
+    def tile(self, d: int) -> int:
+        """Elements one pass of the whole program covers along dimension ``d``."""
+        return self.size_per_thread[d] * self.threads_per_warp[d] * self.warps_per_cta[d]
+
+    def __str__(self) -> str:
+        return (f"#ttg.blocked<{{sizePerThread = {list(self.size_per_thread)}, threadsPerWarp = "
+                f"{list(self.threads_per_warp)}, warpsPerCTA = {list(self.warps_per_cta)}, "
+                f"order = {list(self.order)}}}>")
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+    dim: int
+    parent: "Blocked | Slice"
+
+    @property
+    def rank(self) -> int:
+        return self.parent.rank - 1
+
+    def __str__(self) -> str:
+        return f"#ttg.slice<{{dim = {self.dim}, parent = {self.parent}}}>"
+
+
+Layout = Blocked | Slice
+
+
+def default_blocked(shape: Sequence[int], num_warps: int, warp_size: int = 32,
+                    vector: int = 4) -> Blocked:
+    """The layout a tensor of ``shape`` starts with (Triton's default, coalescing the last
+    dimension): ``vector`` consecutive elements per thread along it, then the threads of a warp
+    along it and on towards the first dimension, then the warps from the first dimension on;
+    what is left over repeats (threads or warps sharing elements)."""
+    rank = len(shape)
+    order = tuple(range(rank - 1, -1, -1))
+    spt = [1] * rank
+    spt[rank - 1] = max(1, min(vector, shape[rank - 1]))
+    tpw = [1] * rank
+    lanes = warp_size
+    for d in order:
+        room = max(1, shape[d] // spt[d])
+        take = min(lanes, _pow2_floor(room))
+        tpw[d] = take
+        lanes //= take
+    tpw[order[0]] *= lanes                         # more lanes than elements: they share
+    wpc = [1] * rank
+    warps = num_warps
+    for d in range(rank):
+        room = max(1, shape[d] // (spt[d] * tpw[d]))
+        take = min(warps, _pow2_floor(room))
+        wpc[d] = take
+        warps //= take
+    wpc[0] *= warps
+    return Blocked(tuple(spt), tuple(tpw), tuple(wpc), order)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def blocked_of(layout: Layout) -> tuple[Blocked, tuple[int, ...]]:
+    """The blocked layout under ``layout`` and the parent dimensions that were sliced away."""
+    removed: list[int] = []
+    while isinstance(layout, Slice):
+        # dims of the child map to parent dims skipping `dim`; record in parent numbering
+        removed = [d + (d >= layout.dim) for d in removed] + [layout.dim]
+        layout = layout.parent
+    return layout, tuple(sorted(removed))
+
+
+def parent_shape(layout: Layout, shape: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` in the dimensions of the blocked layout under ``layout`` (size 1 where sliced)."""
+    blocked, removed = blocked_of(layout)
+    full, it = [], iter(shape)
+    for d in range(blocked.rank):
+        full.append(1 if d in removed else next(it))
+    return tuple(full)
+
+
+def per_thread(blocked: Blocked, full_shape: Sequence[int], d: int) -> tuple[int, int]:
+    """(repetitions, elements per repetition) a thread holds along dimension ``d``."""
+    size, spt = full_shape[d], blocked.size_per_thread[d]
+    if size <= spt:
+        return 1, size
+    return max(1, size // blocked.tile(d)), spt
+
+
+def elements(layout: Layout, shape: Sequence[int]) -> list[tuple[tuple[int, int], ...]]:
+    """A thread's elements, in order: per dimension of the blocked parent, (rep, offset)."""
+    blocked, removed = blocked_of(layout)
+    full = parent_shape(layout, shape)
+    ranges = []
+    for d in range(blocked.rank):
+        reps, count = (1, 1) if d in removed else per_thread(blocked, full, d)
+        ranges.append([(r, e) for r in range(reps) for e in range(count)])
+    # the fastest dimension varies fastest, so a thread's consecutive elements stay together
+    result: list[tuple[tuple[int, int], ...]] = [()]
+    for d in reversed(blocked.order):
+        result = [prefix + ((d, item),) for prefix in result for item in ranges[d]]
+    return [tuple(item for _, item in sorted(element)) for element in result]
+
+
+def element_count(layout: Layout, shape: Sequence[int]) -> int:
+    return len(elements(layout, shape))
+
+
+def constant_offsets(layout: Layout, shape: Sequence[int], element: tuple) -> tuple[int, ...]:
+    """The compile-time part of an element's coordinate per parent dimension: rep*tile + offset."""
+    blocked, _ = blocked_of(layout)
+    return tuple(rep * blocked.tile(d) + e for d, (rep, e) in enumerate(element))
+
+
+def lane_bits(blocked: Blocked) -> list[tuple[int, int]]:
+    """(dimension, threads along it) in the order lane ids are split (fastest first)."""
+    return [(d, blocked.threads_per_warp[d]) for d in blocked.order]
+
+
+def distinct_threads(blocked: Blocked, full_shape: Sequence[int], d: int) -> tuple[int, int]:
+    """How many lanes and warps along ``d`` hold different elements (the rest repeat them)."""
+    size, spt = full_shape[d], blocked.size_per_thread[d]
+    lanes = min(blocked.threads_per_warp[d], max(1, math.ceil(size / spt)))
+    warps = min(blocked.warps_per_cta[d], max(1, math.ceil(size / (spt * blocked.threads_per_warp[d]))))
+    return lanes, warps

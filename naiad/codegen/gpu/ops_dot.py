@@ -1,0 +1,97 @@
+"""``tt.dot`` on a GPU without tensor cores (the FMA path): both operands go to shared memory,
+then each thread accumulates its own output elements over K in a loop.  Correct for every
+operand type; tensor-core (mma/wgmma) lowering is a later step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+
+from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen.gpu.kernel import GPUKernel, rule, shape_of
+from naiad.ir import tt
+
+
+@rule(tt.DotOp)
+def _dot(k: GPUKernel, op: Any) -> None:
+    result = op.results[0]
+    a_shape, b_shape = shape_of(op.a), shape_of(op.b)
+    if len(a_shape) != 2:
+        raise NotImplementedError("batched (3-D) tl.dot is not supported by the GPU lowering yet")
+    m, kk = a_shape
+    n = b_shape[1]
+    layout = k.layout_of(result)
+    acc = k.tensor(op.c, layout).values
+    a, b_ = k.tensor(op.a), k.tensor(op.b)
+    a_store, b_store = lt.scalar(op.a.type), lt.scalar(op.b.type)
+    a_bytes = m * kk * lt.byte_size(a_store)
+    k.need_shared(a_bytes + kk * n * lt.byte_size(b_store))
+    k.hooks.barrier(k.b)
+    for value, coords in zip(a.values, k.coordinates(a.layout, a_shape)):
+        k.b.store(value, k.shared_pointer(k.linear(coords, a_shape), a_store))
+    for value, coords in zip(b_.values, k.coordinates(b_.layout, b_shape)):
+        k.b.store(value, k.shared_pointer(k.linear(coords, b_shape), b_store, a_bytes))
+    k.hooks.barrier(k.b)
+    integer = isinstance(lt.scalar(result.type), ir.IntType)
+    ctx = k.ctx()
+    out_type = lt.scalar(result.type)
+    compute = lt.I32 if integer else lt.F32
+    if out_type in (lt.F64, lt.I64):
+        compute = out_type
+    coords = k.coordinates(layout, shape_of(result))
+    start = [_widen(k, ctx, v, result.type, compute) for v in acc]
+    b = k.b
+    pre = b.block
+    header, body, done = (b.append_basic_block(n_) for n_ in ("dot.header", "dot.body", "dot.done"))
+    b.branch(header)
+    b.position_at_end(header)
+    index = b.phi(lt.I32)
+    index.add_incoming(ir.Constant(lt.I32, 0), pre)
+    sums = []
+    for v in start:
+        phi = b.phi(compute)
+        phi.add_incoming(v, pre)
+        sums.append(phi)
+    b.cbranch(b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)), body, done)
+    b.position_at_end(body)
+    updated = []
+    for total, (i, j) in zip(sums, coords):
+        x = b.load(k.shared_pointer(b.add(b.mul(i, ir.Constant(lt.I32, kk)), index), a_store), typ=a_store)
+        y = b.load(k.shared_pointer(b.add(b.mul(index, ir.Constant(lt.I32, n)), j), b_store, a_bytes),
+                   typ=b_store)
+        x, y = _widen(k, ctx, x, op.a.type, compute), _widen(k, ctx, y, op.b.type, compute)
+        updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
+    end = b.block
+    for phi, v in zip(sums, updated):
+        phi.add_incoming(v, end)
+    index.add_incoming(b.add(index, ir.Constant(lt.I32, 1)), end)
+    b.branch(header)
+    b.position_at_end(done)
+    k._coords.clear()
+    k.define(result, [_narrow(k, ctx, s, result.type) for s in sums])
+
+
+def _widen(k: GPUKernel, ctx: Any, value: ir.Value, mlir_type: Any, compute: ir.Type) -> ir.Value:
+    value = elementwise.to_compute(ctx, value, mlir_type)
+    if value.type == compute:
+        return value
+    if isinstance(compute, ir.IntType):
+        return k.b.sext(value, compute)
+    return k.b.fpext(value, compute) if lt.byte_size(value.type) < lt.byte_size(compute) else value
+
+
+def _narrow(k: GPUKernel, ctx: Any, value: ir.Value, mlir_type: Any) -> ir.Value:
+    storage = lt.scalar(mlir_type)
+    if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type):
+        return elementwise.to_storage(ctx, value, mlir_type)
+    if value.type == storage:
+        return value
+    if isinstance(storage, ir.IntType):
+        return k.b.trunc(value, storage)
+    return k.b.fptrunc(value, storage)
+
+
+def _fma(k: GPUKernel, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    fn = lt.intrinsic(k.llmod, "fma", [x.type], x.type, [x.type] * 3)
+    return k.b.call(fn, [x, y, z])

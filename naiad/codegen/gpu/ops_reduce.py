@@ -1,0 +1,216 @@
+"""GPU rules for reductions and scans.
+
+A reduction along ``axis`` combines a thread's own elements first, then the lanes of a warp that
+hold different elements along the axis (butterfly shuffles: every lane ends with the warp's
+result), then the warps along the axis through shared memory.  The result has the slice layout
+of the operand's, so ``expand_dims`` of it is free (softmax's ``x - max(x)[:, None]``).
+
+A scan reads the whole tensor from shared memory and combines, for each element, the elements
+before it along the axis (a loop: correct for any combine function, not yet fast).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import llvmlite.ir as ir
+
+from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
+from naiad.ir import arith, tt
+
+
+def combine(k: GPUKernel, region: Any, left: Sequence[ir.Value], right: Sequence[ir.Value]) -> list[ir.Value]:
+    """Apply a combine region to scalars (its block arguments: the left values, then the right)."""
+    block = region.block
+    env = dict(zip(block.args, list(left) + list(right)))
+    ctx = k.ctx()
+    for op in block.ops:
+        if op is block.last_op:
+            return [env[v] for v in op.operands]
+        if isinstance(op, arith.ConstantOp):
+            from naiad.codegen.gpu.ops_basic import _scalar_constant
+            from naiad.backends.cpu.lowering.kernel import _bf16_bits
+
+            env[op.results[0]] = _scalar_constant(k, op.value.value.data, op.results[0].type, _bf16_bits)
+            continue
+        if type(op) not in elementwise.RULES:
+            raise NotImplementedError(f"{op.name} in a combine function is not supported by the "
+                                      f"GPU lowering yet")
+        env[op.results[0]] = elementwise.lower(ctx, op, [env[v] for v in op.operands])
+    raise RuntimeError("internal error: a combine region without a terminator")
+
+
+def _shuffle(k: GPUKernel, value: ir.Value, offset: int) -> ir.Value:
+    """``value`` of the lane ``lane ^ offset``, for any scalar type (moved as 32-bit words)."""
+    t = value.type
+    width = lt.byte_size(t) * 8 if t != lt.I1 else 1
+    as_int = value if isinstance(t, ir.IntType) else k.b.bitcast(value, ir.IntType(width))
+    if width <= 32:
+        word = k.b.zext(as_int, lt.I32) if width < 32 else as_int
+        moved = k.hooks.shuffle_xor(k.b, word, offset)
+        back = k.b.trunc(moved, ir.IntType(width)) if width < 32 else moved
+    else:
+        low = k.b.trunc(as_int, lt.I32)
+        high = k.b.trunc(k.b.lshr(as_int, ir.Constant(lt.I64, 32)), lt.I32)
+        low, high = (k.hooks.shuffle_xor(k.b, w, offset) for w in (low, high))
+        back = k.b.or_(k.b.zext(low, lt.I64), k.b.shl(k.b.zext(high, lt.I64), ir.Constant(lt.I64, 32)))
+    return back if isinstance(t, ir.IntType) else k.b.bitcast(back, t)
+
+
+@rule(tt.ReduceOp)
+def _reduce(k: GPUKernel, op: Any) -> None:
+    axis = op.axis.value.data
+    operands = list(op.operands)
+    results = list(op.results)
+    wanted = k.layouts.get(results[0]) if is_tensor(results[0]) else None
+    parent = wanted.parent if isinstance(wanted, L.Slice) and wanted.dim == axis else k.layout_of(operands[0])
+    inputs = [k.tensor(v, parent) for v in operands]
+    shape = inputs[0].shape
+    blocked, removed = L.blocked_of(parent)
+    full_axis = [d for d in range(blocked.rank) if d not in removed][axis]
+    # 1. within the thread
+    partial: dict[tuple, list[ir.Value]] = {}
+    for i, element in enumerate(L.elements(parent, shape)):
+        key = tuple((0, 0) if d == full_axis else item for d, item in enumerate(element))
+        vals = [inp.values[i] for inp in inputs]
+        partial[key] = vals if key not in partial else combine(k, op.combineOp, partial[key], vals)
+    keys = list(partial)
+    full = L.parent_shape(parent, shape)
+    lanes, warps = L.distinct_threads(blocked, full, full_axis)
+    # 2. across the lanes of a warp
+    stride = 1
+    for d in blocked.order:
+        if d == full_axis:
+            break
+        stride *= blocked.threads_per_warp[d]
+    step = 1
+    while step < lanes:
+        for key in keys:
+            other = [_shuffle(k, v, stride * step) for v in partial[key]]
+            partial[key] = combine(k, op.combineOp, partial[key], other)
+        step *= 2
+    # 3. across warps, through shared memory
+    result_layout = L.Slice(axis, parent)
+    result_shape = tuple(s for d, s in enumerate(shape) if d != axis)
+    if warps > 1:
+        partial = _across_warps(k, op, partial, keys, blocked, full_axis, warps, result_layout,
+                                result_shape, [r.type for r in results])
+    final = [[partial[key][j] for key in keys] for j in range(len(results))]
+    for j, result in enumerate(results):
+        if not is_tensor(result):
+            k.env[result] = final[j][0]
+            continue
+        from naiad.codegen.gpu.kernel import Dist
+
+        dist = Dist(result_layout, result_shape, final[j])
+        layout = k.layout_of(result)
+        k.env[result] = dist if layout == result_layout else k.convert(dist, layout, result.type)
+
+
+def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, blocked: L.Blocked,
+                  full_axis: int, warps: int, layout: L.Layout, shape: tuple,
+                  types: list) -> dict:
+    count = 1
+    for s in shape:
+        count *= s
+    storages = [_element(t) for t in types]
+    sizes = [count * warps * lt.byte_size(s) for s in storages]
+    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
+    k.need_shared(sum(sizes))
+    warp_ids = k._split(k.warp, [blocked.warps_per_cta[d] for d in blocked.order])
+    # warps past the distinct ones repeat their elements: they write the same slots
+    warp_axis = k.b.and_(warp_ids[blocked.order.index(full_axis)], ir.Constant(lt.I32, warps - 1))
+    coords = k.coordinates(layout, shape) if shape else [[]] * len(keys)
+    k.hooks.barrier(k.b)
+    for key, c in zip(keys, coords):
+        index = k.b.add(k.b.mul(warp_axis, ir.Constant(lt.I32, count)), k.linear(c, shape))
+        for j, value in enumerate(partial[key]):
+            k.b.store(value, k.shared_pointer(index, storages[j], offsets[j]))
+    k.hooks.barrier(k.b)
+    out = {}
+    for key, c in zip(keys, coords):
+        total = None
+        for w in range(warps):
+            index = k.b.add(ir.Constant(lt.I32, w * count), k.linear(c, shape))
+            vals = [k.b.load(k.shared_pointer(index, storages[j], offsets[j]), typ=storages[j])
+                    for j in range(len(storages))]
+            total = vals if total is None else combine(k, op.combineOp, total, vals)
+        out[key] = total
+    return out
+
+
+def _element(mlir_type: Any) -> ir.Type:
+    return lt.scalar(mlir_type)
+
+
+@rule(tt.ScanOp)
+def _scan(k: GPUKernel, op: Any) -> None:
+    axis = op.axis.value.data
+    reverse = bool(op.reverse.value.data) if hasattr(op.reverse, "value") else bool(op.reverse)
+    layout = k.layout_of(op.results[0])
+    shape = shape_of(op.results[0])
+    inputs = [k.tensor(v, layout) for v in op.operands]
+    storages = [lt.scalar(v.type) for v in op.operands]
+    count = 1
+    for s in shape:
+        count *= s
+    sizes = [count * lt.byte_size(s) for s in storages]
+    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
+    k.need_shared(sum(sizes))
+    coords = k.coordinates(layout, shape)
+    k.hooks.barrier(k.b)
+    for i, c in enumerate(coords):
+        for j, inp in enumerate(inputs):
+            k.b.store(inp.values[i], k.shared_pointer(k.linear(c, shape), storages[j], offsets[j]))
+    k.hooks.barrier(k.b)
+    results: list[list[ir.Value]] = [[] for _ in inputs]
+    for c in coords:
+        totals = _scan_one(k, op, c, axis, shape, storages, offsets, reverse)
+        for j, t in enumerate(totals):
+            results[j].append(t)
+    for j, result in enumerate(op.results):
+        k.define(result, results[j])
+
+
+def _scan_one(k: GPUKernel, op: Any, coords: list, axis: int, shape: tuple, storages: list,
+              offsets: list, reverse: bool) -> list[ir.Value]:
+    """Combine the elements from the start of the axis (or its end) up to ``coords``."""
+    b = k.b
+    size = shape[axis]
+    stride = 1
+    for s in shape[axis + 1:]:
+        stride *= s
+    index = k.linear(coords, shape)
+    position = coords[axis]
+    base = b.sub(index, b.mul(position, ir.Constant(lt.I32, stride)))
+    first = ir.Constant(lt.I32, size - 1) if reverse else ir.Constant(lt.I32, 0)
+
+    def read(at: ir.Value) -> list[ir.Value]:
+        where = b.add(base, b.mul(at, ir.Constant(lt.I32, stride)))
+        return [b.load(k.shared_pointer(where, s, o), typ=s) for s, o in zip(storages, offsets)]
+
+    start_values = read(first)
+    pre = b.block
+    header, body, done = (b.append_basic_block(n) for n in ("scan.header", "scan.body", "scan.done"))
+    b.branch(header)
+    b.position_at_end(header)
+    step = b.phi(lt.I32)
+    step.add_incoming(ir.Constant(lt.I32, 1), pre)
+    acc = [b.phi(v.type) for v in start_values]
+    for phi, v in zip(acc, start_values):
+        phi.add_incoming(v, pre)
+    distance = b.sub(ir.Constant(lt.I32, size - 1), position) if reverse else position
+    b.cbranch(b.icmp_unsigned("<=", step, distance), body, done)
+    b.position_at_end(body)
+    at = b.sub(first, step) if reverse else step
+    combined = combine(k, op.combineOp, list(acc), read(at))
+    end = b.block
+    step.add_incoming(b.add(step, ir.Constant(lt.I32, 1)), end)
+    for phi, v in zip(acc, combined):
+        phi.add_incoming(v, end)
+    b.branch(header)
+    b.position_at_end(done)
+    k._coords.clear()           # coordinates computed in the loop do not dominate what follows
+    return list(acc)
