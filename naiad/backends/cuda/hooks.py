@@ -77,9 +77,21 @@ class NVPTXHooks(TargetHooks):
         b.call(asm, [])
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
+        """The 32-bit ``value`` of lane ``lane ^ offset``."""
         fn = lt.function(b.module, "llvm.nvvm.shfl.sync.bfly.i32", lt.I32, [lt.I32] * 4)
         return b.call(fn, [ir.Constant(lt.I32, -1), value, ir.Constant(lt.I32, offset),
                            ir.Constant(lt.I32, 31)])
+
+    def shuffle_index(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        """The 32-bit ``value`` of lane ``lane`` (an i32)."""
+        fn = lt.function(b.module, "llvm.nvvm.shfl.sync.idx.i32", lt.I32, [lt.I32] * 4)
+        return b.call(fn, [ir.Constant(lt.I32, -1), value, lane, ir.Constant(lt.I32, 31)])
+
+    def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
+        """The 32-bit ``value`` of lane ``lane - delta`` (a lane's own below ``delta``)."""
+        fn = lt.function(b.module, "llvm.nvvm.shfl.sync.up.i32", lt.I32, [lt.I32] * 4)
+        return b.call(fn, [ir.Constant(lt.I32, -1), value, ir.Constant(lt.I32, delta),
+                           ir.Constant(lt.I32, 0)])
 
     def shared_base(self, b: ir.IRBuilder) -> ir.Value:
         module = b.module

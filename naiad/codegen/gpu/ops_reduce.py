@@ -42,19 +42,21 @@ def combine(k: GPUKernel, region: Any, left: Sequence[ir.Value], right: Sequence
     raise RuntimeError("internal error: a combine region without a terminator")
 
 
-def _shuffle(k: GPUKernel, value: ir.Value, offset: int) -> ir.Value:
-    """``value`` of the lane ``lane ^ offset``, for any scalar type (moved as 32-bit words)."""
+def _shuffle(k: GPUKernel, value: ir.Value, offset: Any, up: bool = False, index: bool = False) -> ir.Value:
+    """``value`` of the lane ``lane ^ offset`` (``lane - offset`` when ``up``; lane ``offset``,
+    an i32, when ``index``), for any scalar type (moved as 32-bit words)."""
+    move = k.hooks.shuffle_index if index else k.hooks.shuffle_up if up else k.hooks.shuffle_xor
     t = value.type
     width = lt.byte_size(t) * 8 if t != lt.I1 else 1
     as_int = value if isinstance(t, ir.IntType) else k.b.bitcast(value, ir.IntType(width))
     if width <= 32:
         word = k.b.zext(as_int, lt.I32) if width < 32 else as_int
-        moved = k.hooks.shuffle_xor(k.b, word, offset)
+        moved = move(k.b, word, offset)
         back = k.b.trunc(moved, ir.IntType(width)) if width < 32 else moved
     else:
         low = k.b.trunc(as_int, lt.I32)
         high = k.b.trunc(k.b.lshr(as_int, ir.Constant(lt.I64, 32)), lt.I32)
-        low, high = (k.hooks.shuffle_xor(k.b, w, offset) for w in (low, high))
+        low, high = (move(k.b, w, offset) for w in (low, high))
         back = k.b.or_(k.b.zext(low, lt.I64), k.b.shl(k.b.zext(high, lt.I64), ir.Constant(lt.I64, 32)))
     return back if isinstance(t, ir.IntType) else k.b.bitcast(back, t)
 
@@ -152,6 +154,11 @@ def _scan(k: GPUKernel, op: Any) -> None:
     layout = k.layout_of(op.results[0])
     shape = shape_of(op.results[0])
     inputs = [k.tensor(v, layout) for v in op.operands]
+    if not reverse and isinstance(layout, L.Blocked) and shape[axis] >= layout.tile(axis):
+        results = _scan_blocked(k, op, layout, shape, axis, inputs)
+        for j, result in enumerate(op.results):
+            k.define(result, results[j])
+        return
     storages = [lt.scalar(v.type) for v in op.operands]
     count = 1
     for s in shape:
@@ -172,6 +179,96 @@ def _scan(k: GPUKernel, op: Any) -> None:
             results[j].append(t)
     for j, result in enumerate(op.results):
         k.define(result, results[j])
+
+
+def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: int,
+                  inputs: list) -> list[list[ir.Value]]:
+    """A forward scan along ``axis`` when every thread holds distinct elements along it: each
+    thread scans its consecutive elements, lanes add the totals of the lanes before them
+    (``shfl.up``), warps those of the warps before them (shared memory), and each repetition
+    of the tile the totals of the repetitions before it."""
+    b = k.b
+    elements = L.elements(layout, shape)
+    rows: dict[tuple, list[int]] = {}
+    for i, element in enumerate(elements):
+        rows.setdefault(tuple((0, 0) if d == axis else item for d, item in enumerate(element)), []).append(i)
+    lanes, warps = L.distinct_threads(layout, shape, axis)
+    position = layout.order.index(axis)
+    stride = 1
+    for d in layout.order[:position]:
+        stride *= layout.threads_per_warp[d]
+    lane_ids = k._split(k.lane, [layout.threads_per_warp[d] for d in layout.order])
+    warp_ids = k._split(k.warp, [layout.warps_per_cta[d] for d in layout.order])
+    lane_a, warp_a = lane_ids[position], warp_ids[position]
+    storages = [lt.scalar(v.type) for v in op.operands]
+    row_count = 1
+    for d, size in enumerate(shape):
+        row_count *= 1 if d == axis else size
+    row_shape = tuple(1 if d == axis else size for d, size in enumerate(shape))
+    row_coords = k.coordinates(layout, row_shape)
+    sizes = [warps * row_count * lt.byte_size(st) for st in storages]
+    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
+    if warps > 1:
+        k.need_shared(sum(sizes))
+    out = [[None] * len(elements) for _ in inputs]
+    for key, indices in rows.items():
+        row_index = k.linear(row_coords[list(rows).index(key)] if row_shape else [], row_shape)
+        carry = None
+        reps: dict[int, list[int]] = {}
+        for i in indices:
+            reps.setdefault(elements[i][axis][0], []).append(i)
+        for rep in sorted(reps):
+            chunk = reps[rep]
+            running = None
+            local = []
+            for i in chunk:                                   # 1. in the thread
+                vals = [inp.values[i] for inp in inputs]
+                running = vals if running is None else combine(k, op.combineOp, running, vals)
+                local.append(running)
+            total = running
+            step = 1
+            while step < lanes:                               # 2. lanes before this one
+                moved = [_shuffle(k, v, stride * step, up=True) for v in total]
+                merged = combine(k, op.combineOp, moved, total)
+                take = b.icmp_unsigned(">=", lane_a, ir.Constant(lt.I32, step))
+                total = [b.select(take, m, t) for m, t in zip(merged, total)]
+                step *= 2
+            before = [_shuffle(k, v, stride, up=True) for v in total]
+            has_before = b.icmp_unsigned(">", lane_a, ir.Constant(lt.I32, 0))
+            local = [[b.select(has_before, m, v) for m, v in zip(combine(k, op.combineOp, before, vals), vals)]
+                     for vals in local]
+            # the whole warp's total, from the last lane along the axis
+            last_lane = b.add(k.lane, b.mul(b.sub(ir.Constant(lt.I32, lanes - 1), lane_a),
+                                            ir.Constant(lt.I32, stride)))
+            rep_total = [_shuffle(k, v, last_lane, index=True) for v in total]
+            if warps > 1:                                     # 3. warps before this one
+                last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, lanes - 1))
+                k.hooks.barrier(b)
+                slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), row_index)
+                k._when(last, lambda: [b.store(v, k.shared_pointer(slot, st, off))
+                                       for v, st, off in zip(total, storages, offsets)])
+                k.hooks.barrier(b)
+                prefix, rep_total = None, None
+                for w in range(warps):
+                    at = b.add(ir.Constant(lt.I32, w * row_count), row_index)
+                    vals = [b.load(k.shared_pointer(at, st, off), typ=st) for st, off in zip(storages, offsets)]
+                    if w < warps - 1:
+                        earlier = b.icmp_unsigned(">", warp_a, ir.Constant(lt.I32, w))
+                        grown = vals if prefix is None else combine(k, op.combineOp, prefix, vals)
+                        prefix = grown if prefix is None else [b.select(earlier, g, p) for g, p in zip(grown, prefix)]
+                    rep_total = vals if rep_total is None else combine(k, op.combineOp, rep_total, vals)
+                has_prefix = b.icmp_unsigned(">", warp_a, ir.Constant(lt.I32, 0))
+                local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
+                         for vals in local]
+            if carry is not None:                             # 4. repetitions before this one
+                local = [combine(k, op.combineOp, carry, vals) for vals in local]
+                carry = combine(k, op.combineOp, carry, rep_total)
+            else:
+                carry = rep_total
+            for i, vals in zip(chunk, local):
+                for j, v in enumerate(vals):
+                    out[j][i] = v
+    return out
 
 
 def _scan_one(k: GPUKernel, op: Any, coords: list, axis: int, shape: tuple, storages: list,
