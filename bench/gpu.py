@@ -1,0 +1,579 @@
+"""GPU benchmarks: Naiad's NVIDIA backend (cuda) against Triton and torch, in one run.
+
+    python bench/gpu.py [--quick] [--only NAME,...] [--csv PATH]
+
+Each kernel is written once, as Triton-language source text (`KERNELS`), and imported twice
+from a temporary directory: once under ``import naiad as triton`` (Naiad's ``@jit``) and once
+under the real ``import triton``; the same launch code then runs either module.  Measures:
+
+* bandwidth (add, softmax, layernorm, rowsum, cumsum, embedding): GB/s of Naiad, Triton and
+  torch for vector add, fused softmax (Triton tutorial 02), layernorm forward (tutorial 05),
+  row sum, row cumsum and an embedding gather.  Bytes = each input read once + each output
+  written once.  Every Naiad and Triton result is checked against torch before it is timed;
+  then the median over repeats of the time between two torch.cuda.Events around one call
+  (after warmup calls; no L2 flush, the sizes are far larger than L2).
+* launch: host time of one warm launch of a 64-element kernel with grid (1,): time.perf_counter
+  over N back-to-back launches followed by torch.cuda.synchronize, divided by N; median of repeats.
+* compile: cold start of the softmax kernel in a new process whose NAIAD_CACHE_DIR and
+  TRITON_CACHE_DIR are fresh empty directories: the import of the kernel module (which imports
+  the package) and the first launch (compile + load + run, synchronized); median of 3 processes
+  (1 with --quick).  torch and the CUDA context are set up before the clock starts, and so is
+  Triton's driver helper, which Triton builds with a C compiler once per cache directory, not
+  per kernel; what either does lazily at its first launch counts.
+
+--quick shrinks the bandwidth inputs 8x (the embedding's 8x fewer indices, same table) and
+the repeats, for a smoke run of about a minute.
+
+Prints a table (ratio = Naiad / Triton: GB/s for bandwidth, time for launch and compile; a goal
+column where the project has one) and writes it as CSV (bench/results/gpu.csv by default).  A
+kernel that fails to compile or gives a wrong answer makes a FAIL entry in its row (the
+exception's first line) and the run goes on.  Needs a CUDA device and torch; without Triton the
+Triton column stays empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import importlib
+import math
+import operator
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# The Triton column must be the real Triton, compiled for the GPU: not Naiad's compatibility
+# layer (which makes `import triton` resolve to Naiad) nor Triton's CPU interpreter.
+os.environ["NAIAD_TRITON_COMPAT"] = "0"
+os.environ.pop("TRITON_INTERPRET", None)
+
+import naiad  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+FRAMEWORKS = ("naiad", "triton")
+
+HEADERS = {
+    "naiad": "import naiad as triton\nimport naiad.language as tl\n",
+    "triton": "import triton\nimport triton.language as tl\n",
+}
+
+KERNELS = '''
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(output_ptr + offsets, x + y, mask=mask)
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
+                   BLOCK_SIZE: tl.constexpr):
+    row_idx = tl.program_id(0)
+    col_offsets = tl.arange(0, BLOCK_SIZE)
+    mask = col_offsets < n_cols
+    row = tl.load(input_ptr + row_idx * input_row_stride + col_offsets, mask=mask,
+                  other=-float("inf"))
+    row_minus_max = row - tl.max(row, axis=0)
+    numerator = tl.exp(row_minus_max)
+    denominator = tl.sum(numerator, axis=0)
+    tl.store(output_ptr + row_idx * output_row_stride + col_offsets, numerator / denominator,
+             mask=mask)
+
+
+@triton.jit
+def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        x_hat = (x - mean) * rstd
+        y = x_hat * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+@triton.jit
+def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0), mask=mask)
+
+
+@triton.jit
+def embedding_kernel(indices_ptr, table_ptr, out_ptr, dim, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < dim
+    index = tl.load(indices_ptr + row)
+    values = tl.load(table_ptr + index * dim + cols, mask=mask)
+    tl.store(out_ptr + row.to(tl.int64) * dim + cols, values, mask=mask)
+'''
+
+
+# -- kernel modules ---------------------------------------------------------------------------
+def module_name(framework: str) -> str:
+    return f"{framework}_gpu_bench_kernels"
+
+
+def write_kernel_modules(directory: str) -> None:
+    """One module per framework, ``KERNELS`` under that framework's imports (the JITs read the
+    kernels' source from the file, so it must be a real one)."""
+    for framework, header in HEADERS.items():
+        with open(os.path.join(directory, module_name(framework) + ".py"), "w") as f:
+            f.write(header + KERNELS)
+
+
+def first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+def load_kernels(directory: str) -> dict[str, Any]:
+    """framework -> its kernel module; Triton missing is reported and left out."""
+    sys.path.insert(0, directory)
+    kernels = {"naiad": importlib.import_module(module_name("naiad"))}
+    try:
+        kernels["triton"] = importlib.import_module(module_name("triton"))
+    except Exception as e:  # noqa: BLE001 -- not installed or broken: Naiad and torch still run
+        print(f"triton is not importable ({first_line(e)}; pip install triton==3.6.0): the Triton "
+              f"column stays empty, Naiad and torch still run", file=sys.stderr)
+    return kernels
+
+
+# -- launches (the same code for both frameworks' kernel modules) ---------------------------
+def row_warps(block: int) -> int:
+    """num_warps for a one-row-per-program kernel, as Triton's tutorial 02 (softmax) picks it."""
+    return 16 if block >= 4096 else 8 if block >= 2048 else 4
+
+
+def launch_add(k, x, y, out):
+    n = x.numel()
+    k.add_kernel[(naiad.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
+
+
+def launch_softmax(k, x, out):
+    rows, cols = x.shape
+    block = naiad.next_power_of_2(cols)
+    k.softmax_kernel[(rows,)](out, x, x.stride(0), out.stride(0), cols, BLOCK_SIZE=block,
+                              num_warps=row_warps(block))
+
+
+def launch_layernorm(k, x, w, b, eps, mean, rstd, out):
+    """Tutorial 05's launch: BLOCK_SIZE up to 64 KB of a row, num_warps from it."""
+    rows, cols = x.shape
+    block = min(65536 // x.element_size(), naiad.next_power_of_2(cols))
+    k.layer_norm_fwd_kernel[(rows,)](x, out, w, b, mean, rstd, x.stride(0), cols, eps,
+                                     BLOCK_SIZE=block, num_warps=min(max(block // 256, 1), 8))
+
+
+def launch_row_sum(k, x, out):
+    rows, cols = x.shape
+    block = naiad.next_power_of_2(cols)
+    k.row_sum_kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block,
+                              num_warps=row_warps(block))
+
+
+def launch_cumsum(k, x, out):
+    rows, cols = x.shape
+    block = naiad.next_power_of_2(cols)
+    k.cumsum_kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block,
+                             num_warps=row_warps(block))
+
+
+def launch_embedding(k, indices, table, out):
+    dim = table.shape[1]
+    block = naiad.next_power_of_2(dim)
+    k.embedding_kernel[(indices.numel(),)](indices, table, out, dim, BLOCK_SIZE=block,
+                                           num_warps=row_warps(block))
+
+
+# -- workloads --------------------------------------------------------------------------------
+@dataclass
+class Workload:
+    title: str
+    bytes: int                      # inputs read once + outputs written once
+    args: tuple                     # inputs (and extra outputs), shared by every framework
+    out: Any                        # the output the kernels write and the check reads
+    launch: Callable                # launch(kernel_module, *args, out)
+    reference: Callable             # torch's version: reference(*args) -> expected out
+    rtol: float = 0.0
+    atol: float = 0.0
+    goal: tuple[str, float] | None = None    # on the ratio Naiad / Triton (GB/s)
+
+
+SOFTMAX_COLS = 4096
+
+
+def randn(*shape):
+    return torch.randn(*shape, device="cuda", dtype=torch.float32)
+
+
+def empty(*shape):
+    return torch.empty(*shape, device="cuda", dtype=torch.float32)
+
+
+def make_add(quick: bool) -> Workload:
+    n = 1 << (25 if quick else 28)
+    x, y = randn(n), randn(n)
+    return Workload(f"vector add 2^{n.bit_length() - 1} fp32", 3 * 4 * n, (x, y),
+                    torch.empty_like(x), launch_add, torch.add, goal=(">=", 0.97))
+
+
+def make_softmax(quick: bool) -> Workload:
+    rows, cols = (4096 if quick else 32768), SOFTMAX_COLS
+    x = randn(rows, cols)
+    return Workload(f"softmax {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
+                    torch.empty_like(x), launch_softmax, lambda x: torch.softmax(x, dim=1),
+                    rtol=1e-4, atol=1e-6)
+
+
+def make_layernorm(quick: bool) -> Workload:
+    rows, cols = (4096 if quick else 32768), 4096
+    x = -2.3 + 0.5 * randn(rows, cols)
+    w, b = torch.rand(cols, device="cuda"), torch.rand(cols, device="cuda")
+    mean, rstd = empty(rows), empty(rows)
+    eps = 1e-5
+    return Workload(f"layernorm fwd {rows}x{cols} fp32",
+                    4 * (2 * rows * cols + 2 * cols + 2 * rows), (x, w, b, eps, mean, rstd),
+                    torch.empty_like(x), launch_layernorm,
+                    lambda x, w, b, eps, *_: torch.nn.functional.layer_norm(
+                        x, (cols,), w, b, eps),
+                    rtol=1e-4, atol=1e-4)
+
+
+def make_row_sum(quick: bool) -> Workload:
+    rows, cols = (4096 if quick else 32768), 4096
+    x = randn(rows, cols)
+    return Workload(f"row sum {rows}x{cols} -> {rows} fp32", 4 * (rows * cols + rows), (x,),
+                    empty(rows), launch_row_sum, lambda x: torch.sum(x, dim=1),
+                    rtol=1e-4, atol=1e-3)
+
+
+def make_cumsum(quick: bool) -> Workload:
+    rows, cols = (4096 if quick else 32768), 1024
+    x = randn(rows, cols)
+    return Workload(f"cumsum rows {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
+                    torch.empty_like(x), launch_cumsum, lambda x: torch.cumsum(x, dim=1),
+                    rtol=1e-4, atol=1e-3)
+
+
+def make_embedding(quick: bool) -> Workload:
+    count, vocab, dim = (1 << 17 if quick else 1 << 20), 100_000, 512
+    indices = torch.randint(0, vocab, (count,), device="cuda", dtype=torch.int64)
+    table = randn(vocab, dim)
+    return Workload(f"embedding {count} of {vocab}x{dim} fp32", 8 * count + 2 * 4 * count * dim,
+                    (indices, table), empty(count, dim), launch_embedding,
+                    torch.nn.functional.embedding)
+
+
+BANDWIDTH = {"add": make_add, "softmax": make_softmax, "layernorm": make_layernorm,
+             "rowsum": make_row_sum, "cumsum": make_cumsum, "embedding": make_embedding}
+
+
+# -- measuring --------------------------------------------------------------------------------
+@dataclass
+class Settings:
+    quick: bool
+    warmup: int
+    repeats: int
+    launches: int
+    launch_repeats: int
+    cold_runs: int
+
+    @classmethod
+    def of(cls, quick: bool) -> Settings:
+        return cls(True, 5, 20, 2000, 3, 1) if quick else cls(False, 10, 100, 10000, 7, 3)
+
+
+@dataclass
+class Row:
+    benchmark: str
+    unit: str
+    values: dict[str, float]        # framework ("naiad", "triton", "torch") -> value
+    failures: list[str]
+    goal: tuple[str, float] | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.values.get("naiad", math.nan) / self.values.get("triton", math.nan)
+
+    def goal_text(self) -> str:
+        if self.goal is None:
+            return ""
+        op, bound = self.goal
+        if math.isnan(self.ratio):
+            return f"{op} {bound}"
+        met = {">=": operator.ge, "<=": operator.le}[op](self.ratio, bound)
+        return f"{op} {bound} {'met' if met else 'MISSED'}"
+
+
+def check(got, want, rtol: float, atol: float) -> None:
+    """Raise unless |got - want| <= atol + rtol * |want| everywhere (a NaN fails)."""
+    if got.shape != want.shape:
+        raise AssertionError(f"wrong shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+    error = (got.double() - want.double()).abs()
+    bad = ~(error <= atol + rtol * want.double().abs())
+    if bad.any():
+        raise AssertionError(f"wrong result: {int(bad.sum())} of {want.numel()} elements off, "
+                             f"max |error| {error.max().item():.3g}")
+
+
+def gpu_median_ms(fn: Callable[[], Any], s: Settings) -> float:
+    """Median time of one call of ``fn`` on the GPU (torch.cuda.Events on the current stream)."""
+    for _ in range(s.warmup):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(s.repeats)]
+    torch.cuda.synchronize()
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings) -> list[Row]:
+    w = make(s.quick)
+    row = Row(w.title, "GB/s", {}, [], w.goal)
+    try:
+        expected = w.reference(*w.args)
+        row.values["torch"] = w.bytes / gpu_median_ms(lambda: w.reference(*w.args), s) / 1e6
+    except Exception as e:      # noqa: BLE001 -- a row reports its failure, the run goes on
+        row.failures.append(f"torch FAIL: {first_line(e)}")
+        return [row]
+    for framework, k in kernels.items():
+        run = functools.partial(w.launch, k, *w.args, w.out)
+        try:
+            w.out.fill_(math.nan)
+            run()
+            check(w.out, expected, w.rtol, w.atol)
+            row.values[framework] = w.bytes / gpu_median_ms(run, s) / 1e6
+        except Exception as e:  # noqa: BLE001
+            row.failures.append(f"{framework} FAIL: {first_line(e)}")
+    return [row]
+
+
+def host_median_us(call: Callable[[], Any], s: Settings) -> float:
+    """Host time per call over ``s.launches`` back-to-back calls and a final synchronize."""
+    for _ in range(100):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(s.launch_repeats):
+        start = time.perf_counter()
+        for _ in range(s.launches):
+            call()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) / s.launches * 1e6)
+    return statistics.median(samples)
+
+
+def launch_rows(kernels: dict, s: Settings) -> list[Row]:
+    x, y = randn(64), randn(64)
+    out = torch.empty_like(x)
+    row = Row("warm launch, add of 64 fp32, grid (1,)", "us/launch", {}, [], ("<=", 0.5))
+    row.values["torch"] = host_median_us(lambda: torch.add(x, y, out=out), s)
+    for framework, k in kernels.items():
+        try:
+            launch = k.add_kernel[(1,)]
+            out.fill_(math.nan)
+            launch(x, y, out, 64, BLOCK_SIZE=64)
+            check(out, x + y, 0.0, 0.0)
+            row.values[framework] = host_median_us(
+                lambda: launch(x, y, out, 64, BLOCK_SIZE=64), s)
+        except Exception as e:  # noqa: BLE001
+            row.failures.append(f"{framework} FAIL: {first_line(e)}")
+    return [row]
+
+
+COLD_ROWS = 4      # few rows, the columns (and so the specialization) of the softmax row
+
+DRIVER_SETUP = {       # done before the clock starts: once per machine, not per kernel
+    "naiad": "",
+    "triton": "import triton; triton.runtime.driver.active.get_current_device()",
+}
+
+COLD_COMPILE = """
+import sys, time
+import torch
+sys.path[:0] = [{kernel_dir!r}, {bench_dir!r}]
+x = torch.randn({rows}, {cols}, device="cuda")
+out = torch.empty_like(x)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+import {module} as kernels
+t1 = time.perf_counter()
+{driver_setup}
+from {bench_module} import launch_softmax
+t2 = time.perf_counter()
+launch_softmax(kernels, x, out)
+torch.cuda.synchronize()
+t3 = time.perf_counter()
+print(t1 - t0, t3 - t2)
+"""
+
+
+def cold_start_ms(framework: str, kernel_dir: str) -> tuple[float, float]:
+    """(import of the kernel module, first launch of softmax) in a new process with empty
+    caches, ms."""
+    code = COLD_COMPILE.format(
+        kernel_dir=kernel_dir, bench_dir=os.path.dirname(os.path.abspath(__file__)),
+        bench_module=os.path.splitext(os.path.basename(__file__))[0], rows=COLD_ROWS,
+        cols=SOFTMAX_COLS, module=module_name(framework), driver_setup=DRIVER_SETUP[framework])
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NAIAD_CACHE_DIR=os.path.join(cache, "naiad"),
+                   TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=600)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
+    import_s, launch_s = map(float, done.stdout.split()[-2:])
+    return import_s * 1000, launch_s * 1000
+
+
+def compile_rows(kernels: dict, s: Settings) -> list[Row]:
+    kernel_dir = os.path.dirname(kernels["naiad"].__file__)
+    imports = Row("cold start: import of the kernel module", "ms", {}, [])
+    launches = Row(f"cold compile: first softmax launch (BLOCK {SOFTMAX_COLS})", "ms", {}, [],
+                   ("<=", 0.7))
+    for framework in kernels:
+        try:
+            runs = [cold_start_ms(framework, kernel_dir) for _ in range(s.cold_runs)]
+            imports.values[framework] = statistics.median(r[0] for r in runs)
+            launches.values[framework] = statistics.median(r[1] for r in runs)
+        except Exception as e:  # noqa: BLE001
+            launches.failures.append(f"{framework} FAIL: {first_line(e)}")
+    return [imports, launches]
+
+
+BENCHMARKS: dict[str, Callable[[dict, Settings], list[Row]]] = {
+    **{name: functools.partial(bandwidth_rows, make) for name, make in BANDWIDTH.items()},
+    "launch": launch_rows, "compile": compile_rows}
+NAMES = list(BENCHMARKS)
+
+
+# -- output -----------------------------------------------------------------------------------
+COLUMNS = ("benchmark", "unit", "naiad", "triton", "torch", "naiad/triton", "goal", "status")
+
+
+def cells(row: Row, digits: int, missing: str) -> list[str]:
+    """The row's columns as text: values with ``digits`` significant digits, ``missing`` for
+    none."""
+    def number(v: float) -> str:
+        return missing if math.isnan(v) else f"{v:.{digits}g}"
+
+    values = [number(row.values.get(f, math.nan)) for f in (*FRAMEWORKS, "torch")]
+    return [row.benchmark, row.unit, *values, number(row.ratio), row.goal_text(),
+            "; ".join(row.failures) or "ok"]
+
+
+def print_table(rows: list[Row]) -> None:
+    table = [list(COLUMNS)] + [cells(r, 4, "-") for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS) - 1)]
+    for line in table:
+        print("  ".join(c.ljust(wd) for c, wd in zip(line, widths)) + "  " + line[-1])
+
+
+def write_csv(path: str, rows: list[Row]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        writer.writerows(cells(r, 6, "") for r in rows)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="benchmarks: " + ", ".join(NAMES))
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller sizes and fewer repeats (a smoke run of about a minute)")
+    parser.add_argument("--only", type=lambda v: [n.strip() for n in v.split(",") if n.strip()],
+                        default=NAMES, metavar="NAME,...", help="run only these benchmarks")
+    parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results",
+                                                      "gpu.csv"),
+                        help="where to write the table (default: bench/results/gpu.csv)")
+    args = parser.parse_args()
+    unknown = [n for n in args.only if n not in NAMES]
+    if unknown:
+        parser.error(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(NAMES)})")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    if torch is None:
+        sys.exit("bench/gpu.py needs torch (with CUDA): pip install torch")
+    if not torch.cuda.is_available():
+        sys.exit("bench/gpu.py needs a CUDA device: torch.cuda.is_available() is False "
+                 "(run it on a machine with an NVIDIA GPU)")
+    settings = Settings.of(args.quick)
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as kernel_dir:
+        write_kernel_modules(kernel_dir)
+        kernels = load_kernels(kernel_dir)
+        versions = ", ".join(f"{name} {sys.modules[name].__version__}"
+                             for name in ("naiad", "triton", "torch") if name in sys.modules)
+        print(f"{torch.cuda.get_device_name()}: {versions}{' (quick)' if args.quick else ''}")
+        rows = []
+        for name in args.only:
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            try:
+                rows.extend(BENCHMARKS[name](kernels, settings))
+                torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001 -- e.g. a kernel's fault broke the CUDA context
+                rows.append(Row(name, "", {}, [f"FAIL: {first_line(e)}"]))
+    print_table(rows)
+    write_csv(args.csv, rows)
+    print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
