@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import re
+import struct
+
 from io import StringIO
 
 from xdsl.context import Context
@@ -52,9 +55,37 @@ class _LineRecordingParser(Parser):
         return op
 
 
+#: A dense float literal holding hex tokens (bits): ``dense<0xFF800000> : tensor<4xf32>``, or a
+#: list with some (``dense<[1.0, 0x7FC00000]>``), as MLIR and xDSL print infinities and NaNs.
+#: xDSL reads a bare hex token as an integer *value*; its quoted form is raw bytes.
+_HEX_DENSE = re.compile(r"dense<(\[[^<>]*\]|0x[0-9A-Fa-f]+)>(\s*:\s*tensor<[^<>]*x(f16|bf16|f32|f64)>)")
+_FLOAT_FORMATS = {"f16": "<e", "f32": "<f", "f64": "<d"}
+
+
+def _element_bytes(token: str, element: str) -> bytes:
+    width = 2 if element in ("f16", "bf16") else 4 if element == "f32" else 8
+    if token.lower().startswith("0x"):
+        return int(token, 16).to_bytes(width, "little")
+    if element == "bf16":
+        return struct.pack("<f", float(token))[2:]
+    return struct.pack(_FLOAT_FORMATS[element], float(token))
+
+
+def _quote_hex_dense(text: str) -> str:
+    """Rewrite each float dense literal with hex tokens as xDSL's quoted raw-bytes form."""
+    def quoted(match: re.Match) -> str:
+        body, element = match.group(1), match.group(3)
+        if "0x" not in body.lower():
+            return match.group(0)
+        tokens = [t for t in re.split(r"[\s,\[\]]+", body) if t]
+        raw = b"".join(_element_bytes(t, element) for t in tokens)
+        return f'dense<"0x{raw.hex().upper()}">{match.group(2)}'
+    return _HEX_DENSE.sub(quoted, text)
+
+
 def parse_module(text: str, ctx: Context | None = None, name: str = "<ttir>") -> ModuleOp:
     """Parse and verify a module; `IRParseError` names the offending line."""
-    parser = _LineRecordingParser(ctx or make_context(), text, name)
+    parser = _LineRecordingParser(ctx or make_context(), _quote_hex_dense(text), name)
     try:
         module = parser.parse_module()
     except ParseError as err:

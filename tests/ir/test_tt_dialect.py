@@ -501,3 +501,25 @@ def test_verify_error_names_the_line() -> None:
 def test_parse_error_names_the_line() -> None:
     with pytest.raises(IRParseError, match=r"<ttir>:3:\d+"):
         parse_module(kernel("", "%0 = tt.get_program_id w : i32"))
+
+
+@pytest.mark.parametrize("element", ["f16", "f32", "f64"])
+@pytest.mark.parametrize("value", [float("-inf"), float("inf"), float("nan"), -2.5])
+def test_special_float_splats_survive_print_and_parse(element, value):
+    """xDSL prints an infinite or NaN splat as its bits (``dense<0xFF800000>``) and would read
+    the bare hex back as an integer value: a dumped kernel edited and overridden would change."""
+    import math
+
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float16Type, Float32Type, Float64Type, ModuleOp
+
+    ftype = {"f16": Float16Type(), "f32": Float32Type(), "f64": Float64Type()}[element]
+    from xdsl.dialects.builtin import TensorType
+
+    ttype = TensorType(ftype, [4])
+    module = ModuleOp([arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ttype, [value] * 4), ttype)])
+    text = print_module(module)
+    again = parse_module(text)
+    assert print_module(again) == text
+    values = list(again.body.block.first_op.value.get_values())
+    assert len(values) == 4
+    assert all(math.isnan(v) if math.isnan(value) else v == value for v in values), (text, values)
