@@ -100,6 +100,8 @@ def _rule(*classes: type) -> Callable[[Rule], Rule]:
 @_rule(*_SAME)
 def _same(op: Any, own: Callable, want: Callable, default: Callable) -> None:
     results = [r for r in op.results if _tensor(r)]
+    if not results:                        # a scalar load or atomic: no layout
+        return
     layout = own(results[0])
     for value in list(op.operands) + results[1:]:
         want(value, layout)
