@@ -287,6 +287,19 @@ class CompatKnobs(KnobGroup):
         "1: `import naiad` enables naiad.compat, so that `import triton` resolves to Naiad.")
 
 
+class NvidiaKnobs(KnobGroup):
+    """The in-tree NVIDIA backend's toolchain (naiad/backends/cuda/toolchain.py)."""
+
+    ptxas_path = env_str(
+        "NAIAD_PTXAS_PATH", None,
+        "The ptxas executable that turns PTX into cubins; unset: the nvidia-cuda-nvcc wheel, "
+        "$CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH.")
+    libdevice_path = env_str(
+        "NAIAD_LIBDEVICE_PATH", None,
+        "libdevice.10.bc, NVIDIA's math library for the NVPTX target; unset: the nvidia wheels, "
+        "$CUDA_HOME/nvvm/libdevice, $CUDA_PATH/nvvm/libdevice, /usr/local/cuda/nvvm/libdevice.")
+
+
 backends = BackendKnobs()
 compilation = CompilationKnobs()
 runtime = RuntimeKnobs()
@@ -294,11 +307,12 @@ autotuning = AutotuningKnobs()
 cache = CacheKnobs()
 cpu = CPUKnobs()
 compat = CompatKnobs()
+nvidia = NvidiaKnobs()
 
 #: Every group, by the attribute name it has on this module.
 groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation,
                                 "runtime": runtime, "autotuning": autotuning, "cache": cache,
-                                "cpu": cpu, "compat": compat}
+                                "cpu": cpu, "compat": compat, "nvidia": nvidia}
 
 
 def all_knobs() -> dict[str, Knob]:
