@@ -139,9 +139,16 @@ for _cls, _method in ((arith.AddiOp, "add"), (arith.SubiOp, "sub"), (arith.MuliO
                       (arith.AndIOp, "and_"), (arith.OrIOp, "or_"),
                       (arith.XOrIOp, "xor"), (arith.ShLIOp, "shl"), (arith.ShRSIOp, "ashr"),
                       (arith.ShRUIOp, "lshr"), (arith.AddfOp, "fadd"), (arith.SubfOp, "fsub"),
-                      (arith.MulfOp, "fmul"), (arith.DivfOp, "fdiv"), (arith.RemFOp, "frem"),
-                      (tt.PreciseDivFOp, "fdiv")):
+                      (arith.MulfOp, "fmul"), (arith.RemFOp, "frem"), (tt.PreciseDivFOp, "fdiv")):
     rule(_cls)(_binary(_method))
+
+
+@rule(arith.DivfOp)
+def _divf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    """``/`` on floats: the target's fast division where it has one (Triton's on NVIDIA is
+    ``div.full.f32``); ``tl.math.div_rn`` (PreciseDivFOp) stays IEEE."""
+    fast = ctx.hooks.approximate(ctx, "div", args)
+    return fast if fast is not None else ctx.b.fdiv(args[0], args[1])
 
 
 def _safe_divisor(ctx: Lowering, dividend: ir.Value, divisor: ir.Value, signed: bool) -> ir.Value:
@@ -186,7 +193,7 @@ def _intrinsic_rule(name: str) -> Callable:
 for _cls, _name in ((arith.MaxSIOp, "smax"), (arith.MinSIOp, "smin"), (arith.MaxUIOp, "umax"),
                     (arith.MinUIOp, "umin"), (arith.MaximumfOp, "maximum"),
                     (arith.MinimumfOp, "minimum"), (arith.MaxnumfOp, "maxnum"),
-                    (arith.MinnumfOp, "minnum"), (xmath.SqrtOp, "sqrt"), (tt.PreciseSqrtOp, "sqrt"),
+                    (arith.MinnumfOp, "minnum"), (tt.PreciseSqrtOp, "sqrt"),
                     (xmath.FloorOp, "floor"), (xmath.CeilOp, "ceil"), (xmath.AbsFOp, "fabs"),
                     (xmath.FmaOp, "fma"), (xmath.TruncOp, "trunc"), (xmath.RoundEvenOp, "roundeven"),
                     (xmath.RoundOp, "round")):
@@ -199,8 +206,18 @@ def _absi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return ctx.b.call(fn, [args[0], ir.Constant(lt.I1, 0)])
 
 
+@rule(xmath.SqrtOp)
+def _sqrt(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    """``tl.sqrt``: the target's fast square root where it has one (``tl.sqrt_rn`` is IEEE)."""
+    fast = ctx.hooks.approximate(ctx, "sqrt", args)
+    return fast if fast is not None else ctx.intrinsic("sqrt", args)
+
+
 @rule(xmath.RsqrtOp)
 def _rsqrt(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    fast = ctx.hooks.approximate(ctx, "rsqrt", args)
+    if fast is not None:
+        return fast
     one = ctx.const(lt.scalar_of(args[0].type), 1.0)
     return ctx.b.fdiv(one, ctx.intrinsic("sqrt", args))
 

@@ -130,6 +130,11 @@ class TargetHooks:
                                       f"available on the {self.name} backend yet")
         return self.library_call(ctx, symbol, args, ret)
 
+    def approximate(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value | None:
+        """A fast approximate ``div``, ``sqrt`` or ``rsqrt`` where the target's Triton uses one
+        for the plain operator (``/``, ``tl.sqrt``, ``tl.rsqrt``); None keeps IEEE rounding."""
+        return None
+
     def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """Call the scalar library function ``symbol`` once per lane."""
         scalar_args = [lt.scalar_of(a.type) for a in args]

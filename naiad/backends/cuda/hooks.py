@@ -23,6 +23,27 @@ _NATIVE = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "nearbyint", "fma",
 _FAST = {"fast_exp": "fast_exp", "fast_log": "fast_log"}
 
 
+_APPROXIMATE = {"div": "div.full.f32", "sqrt": "sqrt.approx.f32", "rsqrt": "rsqrt.approx.f32"}
+
+
+def _ptx(ctx: Any, instruction: str, args: list[ir.Value]) -> ir.Value:
+    """One fp32 PTX instruction on ``args`` (inline assembly: LLVM has no intrinsic for them)."""
+    operands = ", ".join(f"${i + 1}" for i in range(len(args)))
+    asm = ir.InlineAsm(ir.FunctionType(lt.F32, [lt.F32] * len(args)), f"{instruction} $0, {operands};",
+                       "=f" + ",f" * len(args))
+    return ctx.b.call(asm, args)
+
+
+def _exp(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    """``tl.exp`` as Triton computes it on NVIDIA: ``ex2.approx(x * log2(e))``."""
+    scaled = ctx.b.fmul(args[0], ir.Constant(lt.F32, 1.4426950408889634))
+    return _ptx(ctx, "ex2.approx.f32", [scaled])
+
+
+#: fp32 math that Triton computes with PTX's approximate instructions.
+_FAST_F32 = {"expf": _exp, "exp2f": lambda ctx, args: _ptx(ctx, "ex2.approx.f32", args)}
+
+
 class NVPTXHooks(TargetHooks):
     name = "cuda"
     warp_size = 32
@@ -104,8 +125,17 @@ class NVPTXHooks(TargetHooks):
         return lt.opaque(b, smem, self.shared_addrspace)
 
     # -- math ----------------------------------------------------------------------------------------
+    def approximate(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value | None:
+        """Triton's fp32 ``/``, ``tl.sqrt`` and ``tl.rsqrt`` on NVIDIA: ``div.full``,
+        ``sqrt.approx``, ``rsqrt.approx`` (the ``_rn`` functions stay IEEE)."""
+        if ctx.lanes != 1 or args[0].type != lt.F32:
+            return None
+        return _ptx(ctx, _APPROXIMATE[name], args)
+
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         scalar = lt.scalar_of(ret)
+        if symbol in _FAST_F32 and ctx.lanes == 1 and scalar == lt.F32:
+            return _FAST_F32[symbol](ctx, args)
         if symbol.startswith("__naiad_"):
             base = symbol[len("__naiad_"):].rstrip("f") if symbol.endswith("f") else symbol[len("__naiad_"):]
             if base in _FAST:
