@@ -79,8 +79,8 @@ def test_equal_to_one_entries_become_constants(kernel_file, tmp_path):
      "parameter 'BLOCK' is a tl.constexpr: give its value"),
     (["--kernel-name", "add", "--signature", "*fp32,*fp32,*fp32,q7,256"], "'q7' is not a type string"),
     (["--kernel-name", "add", "--signature", "*fp32,*fp32,*fp32,i32:8,256"], "after ':' write 16"),
-    (["--kernel-name", "add", "--signature", SIGNATURE, "--target", "cuda"], "no backend named 'cuda'"),
-    (["--kernel-name", "add", "--signature", SIGNATURE, "--target", "cuda:90"], "backends compile for"),
+    (["--kernel-name", "add", "--signature", SIGNATURE, "--target", "nosuch"], "no backend named 'nosuch'"),
+    (["--kernel-name", "add", "--signature", SIGNATURE, "--target", "nosuch:90"], "backends compile for"),
     (["--kernel-name", "add", "--signature", SIGNATURE, "--target", "cpu:aarch64-generic"],
      "cannot compile for CPU 'aarch64-generic' on this machine"),
 ])
@@ -124,3 +124,29 @@ def test_a_plugin_target_writes_its_own_stages(kernel_file, tmp_path, plugin, ca
     ttir = (out / "add.ttir").read_text()
     assert (out / "add.toyasm").read_text() == f"toyasm({ttir})"
     assert (out / "add.toybin").read_bytes() == f"toybin(toyasm({ttir}))".encode()
+
+
+def test_cuda_target_compiles_without_a_gpu(kernel_file, tmp_path):
+    """Ahead-of-time compilation for an NVIDIA GPU on a machine with none: PTX always, a cubin
+    when ptxas is installed (the cuda extra), otherwise the PTX the driver would compile."""
+    from naiad.backends.cuda.driver import CUDADriver
+    from naiad.backends.cuda.toolchain import find_ptxas
+
+    if CUDADriver.is_active():
+        pytest.skip("this test is about machines without a GPU")
+    out = tmp_path / "cuda-out"
+    assert cli.main(["compile", str(kernel_file), "--kernel-name", "add", "--signature",
+                     "*fp32:16,*fp32:16,*fp32:16,i32:16,256", "--target", "cuda:90",
+                     "--out-dir", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"add.ttir", "add.ttgir", "add.llir", "add.ptx",
+                                               "add.cubin", "add.json"}
+    ptx = (out / "add.ptx").read_text()
+    assert ".target sm_90" in ptx and "ld.global.v4" in ptx    # aligned, n % 16 == 0: 128-bit
+    cubin = (out / "add.cubin").read_bytes()
+    if find_ptxas() is not None:
+        assert cubin[:4] == b"\x7fELF"
+    else:
+        assert cubin.rstrip(b"\0").decode() == ptx
+    meta = json.loads((out / "add.json").read_text())
+    assert meta["target"] == {"backend": "cuda", "arch": 90, "warp_size": 32}
+    assert meta["metadata"]["num_warps"] == 4
