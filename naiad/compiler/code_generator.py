@@ -557,8 +557,11 @@ class CodeGenerator(ast.NodeVisitor):
         if all(not _is_runtime(b) for b in bounds) and _unwrap(iterator.step) == 0:
             raise self.error("range() step must not be zero", node.iter)
         lb, ub, step = self.semantic.loop_bounds(*bounds)
+        backwards = not _is_runtime(iterator.step) and _unwrap(iterator.step) < 0
+        if backwards:      # as Triton: run up from the end, and count down inside (`loop`)
+            lb, ub, step = ub, lb, self.semantic.loop_bounds(0, 0, -_unwrap(iterator.step))[2]
         with self.runtime_loop():
-            self.loop(node, var, lb, ub, step, iterator)
+            self.loop(node, var, lb, ub, step, iterator, backwards)
 
     def unroll(self, node: ast.For, values: list) -> None:
         """Generate the body once per value; the later iterations are on `continuation`."""
@@ -580,14 +583,18 @@ class CodeGenerator(ast.NodeVisitor):
             self.loop_depth -= 1
 
     def loop(self, node: ast.For, var: str, lb: tensor, ub: tensor, step: tensor,
-             iterator: Any) -> None:
+             iterator: Any, backwards: bool = False) -> None:
+        """A runtime ``for``; ``backwards``: the range had a negative step, and the loop runs
+        over the mirrored range, the variable being ``lb + ub - iv``."""
         before = dict(self.lscope)
         carried = self.carried_names(node.body, before, loop_var=(var, lb.type))
         init = [before[n] for n in carried]
 
         def body(block_args):
             self.lscope = dict(before)
-            self.lscope[var] = tensor(block_args[0], lb.type)
+            iv = tensor(block_args[0], lb.type)
+            self.lscope[var] = self.semantic.binary("sub", self.semantic.binary("add", lb, ub), iv) \
+                if backwards else iv
             self.lscope.update(zip(carried, _rebuilt(init, block_args[1:])))
             self.visit_body(node.body)
             return [h for n in carried for h in self.check_carried(n, before[n], node)]

@@ -288,3 +288,25 @@ def test_a_device_function_constexpr_parameter_takes_a_runtime_value():
     out = np.zeros(16, np.float32)
     _runtime_value_to_constexpr_parameter[(1,)](x, out, 5)
     np.testing.assert_array_equal(out, x * 5 + 3)
+
+
+@naiad.jit
+def _backwards(X, Out, K: tl.constexpr, lo, STEP: tl.constexpr):
+    acc = tl.zeros((16,), tl.float32)
+    r = tl.arange(0, 16)
+    for i in range(K - 1, lo, STEP):
+        acc = acc * 0.5 + tl.load(X + i * 16 + r)
+    tl.store(Out + r, acc)
+
+
+@pytest.mark.parametrize("step,lo", [(-1, -1), (-2, -1), (-3, 2), (-1, 5), (-1, 9)])
+def test_range_with_a_negative_step_counts_down(step, lo):
+    """Triton runs a constant negative step over the mirrored range; the order matters here
+    (each step halves what came before)."""
+    x = np.random.default_rng(3).random((8, 16)).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    _backwards[(1,)](x, out, K=8, lo=lo, STEP=step)
+    ref = np.zeros(16, np.float32)
+    for i in range(7, lo, step):
+        ref = ref * 0.5 + x[i]
+    np.testing.assert_allclose(out, ref, rtol=1e-6)

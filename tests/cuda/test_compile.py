@@ -280,8 +280,6 @@ def test_cubin_names_the_kernel_for_sm90():
     assert (b"softmax_kernel" if libdevice_path() else b"row_sum_kernel") in cubin
 
 
-@pytest.mark.xfail(strict=True, reason="tl.debug_barrier (gpu.barrier) has no rule in the GPU "
-                                       "lowering yet (naiad/codegen/gpu)")
 def test_debug_barrier_compiles_to_bar_sync():
     kernel = _compiled(barrier_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"BLOCK": 128})
     assert "bar.sync" in kernel.asm["ptx"]

@@ -872,20 +872,6 @@ for _name, _op, _axis, _rev in (("float32", "cumsum", 0, False), ("int32", "cump
                  {"M": 16, "N": 32, "AXIS": _axis, "OP": _op, "REVERSE": _rev})
 
 
-# == atomics =======================================================================================
-#: Hangs the GPU (seen on an H200, 2026-11-30): O3 duplicates the lowering's aligned ``bar.sync 0``
-#: (inline asm, not marked convergent) into branches on the thread id (thread 0 / the others),
-#: which is undefined for aligned barriers.  Scalar atomics and atomics on tensors smaller than
-#: the program's threads produce such branches.  Not run (a hang would stall the suite);
-#: test_compile.py::test_ops_kernels_compile checks the PTX for it without a GPU.
-_DUPLICATED_BARRIER = ("O3 duplicates bar.sync into branches on the thread id (the barrier hook's "
-                       "inline asm is not convergent): the kernel hangs on a GPU")
-BARRIER_HANG = pytest.mark.xfail(
-    run=False, reason="hangs: O3 duplicates bar.sync (inline asm, not convergent) into "
-                      "divergent branches (owner thread / the others) -- use a convergent "
-                      "barrier (llvm.nvvm.barrier.cta.sync.aligned.all)")
-
-
 @naiad.jit
 def atomic_add_kernel(values_ptr, acc_ptr, counter_ptr, olds_ptr, n, SLOTS: tl.constexpr,
                       BLOCK: tl.constexpr):
@@ -980,7 +966,6 @@ def atomic_cas_first_kernel(slots_ptr, wins_ptr, SLOTS: tl.constexpr):
     tl.atomic_add(wins_ptr + offs, (old == 0).to(tl.int32))
 
 
-@BARRIER_HANG
 @pytest.mark.parametrize("slots", [4, 256])
 def test_atomic_cas_first_writer_wins(slots):
     programs = 500
@@ -999,7 +984,6 @@ def ticket_kernel(tickets_ptr, order_ptr, last_ptr):
     tl.atomic_max(last_ptr, ticket)
 
 
-@BARRIER_HANG
 @pytest.mark.parametrize("num_warps", [1, 4])
 def test_scalar_atomic_counter(num_warps):
     programs = 3000
@@ -1025,7 +1009,6 @@ def spin_lock_kernel(lock_ptr, count_ptr, tickets_ptr, order_ptr):
     tl.store(order_ptr + tl.num_programs(0) + pid, ticket)
 
 
-@BARRIER_HANG
 def test_atomic_cas_spin_lock_and_scalar_counter():
     programs = 256
     lock = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -1040,7 +1023,7 @@ def test_atomic_cas_spin_lock_and_scalar_counter():
 
 
 compile_case("atomic-ticket", ticket_kernel, {"tickets_ptr": "*i32", "order_ptr": "*i32",
-             "last_ptr": "*i32"}, {}, xfail=_DUPLICATED_BARRIER)
+             "last_ptr": "*i32"}, {})
 compile_case("atomic-add-float16", atomic_add_kernel, {"values_ptr": "*fp16", "acc_ptr": "*fp16",
              "counter_ptr": "*i32", "olds_ptr": "*i32", "n": "i32"}, {"SLOTS": 8, "BLOCK": 128})
 compile_case("atomic-add-float32", atomic_add_kernel, {"values_ptr": "*fp32", "acc_ptr": "*fp32",
@@ -1052,11 +1035,11 @@ compile_case("atomic-minmax-int64", atomic_minmax_kernel, {"values_ptr": "*i64",
 compile_case("atomic-xchg-float32", atomic_xchg_kernel, {"values_ptr": "*fp32", "target_ptr": "*fp32",
              "olds_ptr": "*fp32", "n": "i32"}, {"SLOTS": 4, "BLOCK": 128})
 compile_case("atomic-cas-first", atomic_cas_first_kernel, {"slots_ptr": "*i32", "wins_ptr": "*i32"},
-             {"SLOTS": 4}, xfail=_DUPLICATED_BARRIER)
+             {"SLOTS": 4})
 compile_case("atomic-cas-first-256", atomic_cas_first_kernel, {"slots_ptr": "*i32",
-             "wins_ptr": "*i32"}, {"SLOTS": 256}, xfail=_DUPLICATED_BARRIER)
+             "wins_ptr": "*i32"}, {"SLOTS": 256})
 compile_case("atomic-spin-lock", spin_lock_kernel, {"lock_ptr": "*i32", "count_ptr": "*i32",
-             "tickets_ptr": "*i32", "order_ptr": "*i32"}, {}, xfail=_DUPLICATED_BARRIER)
+             "tickets_ptr": "*i32", "order_ptr": "*i32"}, {})
 
 
 # == control flow ==================================================================================
@@ -1104,15 +1087,9 @@ def for_step_kernel(x_ptr, out_ptr, start, stop, BLOCK: tl.constexpr, STEP: tl.c
     tl.store(out_ptr + offs, w)
 
 
-NEGATIVE_STEP = pytest.mark.xfail(
-    strict=True, reason="frontend bug: range() with a negative constant step becomes an scf.for "
-                        "with that step, which runs zero times (Triton swaps the bounds and "
-                        "negates the step); the CPU backend gives the same wrong answer")
-
-
 @pytest.mark.parametrize("start,stop,step", [(0, 9, 2), (2, 10, 3), (5, 5, 1),
-                                             pytest.param(8, -1, -2, marks=NEGATIVE_STEP),
-                                             pytest.param(9, 2, -1, marks=NEGATIVE_STEP)])
+                                             (8, -1, -2),
+                                             (9, 2, -1)])
 def test_for_loop_steps(start, stop, step):
     block = 64
     x = rand("float32", (10, block), -1, 1, seed=40)

@@ -94,8 +94,11 @@ class NVPTXHooks(TargetHooks):
         return self._special(b, f"nctaid.{'xyz'[axis]}")
 
     def barrier(self, b: ir.IRBuilder) -> None:
-        asm = ir.InlineAsm(ir.FunctionType(lt.VOID, []), "bar.sync 0;", "~{memory}", side_effect=True)
-        b.call(asm, [])
+        """``bar.sync 0`` through the intrinsic, which LLVM knows is convergent (inline assembly
+        is not: O3 copied it into both arms of a branch, and the threads deadlocked)."""
+        fn = lt.function(b.module, "llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [lt.I32])
+        fn.attributes.add("convergent")
+        b.call(fn, [ir.Constant(lt.I32, 0)])
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
         """The 32-bit ``value`` of lane ``lane ^ offset``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import llvmlite.ir as ir
+from xdsl.dialects import gpu
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
@@ -99,6 +100,12 @@ def _program_id(k: GPUKernel, op: Any) -> None:
 @rule(tt.GetNumProgramsOp)
 def _num_programs(k: GPUKernel, op: Any) -> None:
     k.env[op.results[0]] = k.hooks.num_programs(k.b, op.axis_index)
+
+
+@rule(gpu.BarrierOp)
+def _barrier(k: GPUKernel, op: Any) -> None:
+    """``tl.debug_barrier()``: every thread of the program waits for the others."""
+    k.hooks.barrier(k.b)
 
 
 @rule(tt.ReturnOp)
