@@ -692,6 +692,9 @@ def _token(value: Any) -> Any:
         return (kind, value)
     if isinstance(value, (int, float)):          # int and float subclasses: by value
         return (kind, value)
+    if kind.__name__ == "Tensor" and kind.__module__ == "torch":
+        _ARRAY_KINDS[kind] = _torch_token          # the next ones take the short way
+        return _torch_token(value)
     if hasattr(value, "data_ptr") or hasattr(value, "__array_interface__"):
         from naiad.backends.selection import device_type_of
 
@@ -700,6 +703,11 @@ def _token(value: Any) -> Any:
             return _NO_TOKEN
         return (kind, getattr(value, "dtype", None), device_type_of(value), pointer % 16 == 0)
     return _NO_TOKEN                  # tensor descriptors, DLPack-only arrays, unknown objects
+
+
+def _torch_token(value: Any) -> Any:
+    """A torch tensor's `_token` (what the general rule reads from it), without its lookups."""
+    return (type(value), value.dtype, value.device.type, value.data_ptr() % 16 == 0)
 
 
 def _numpy_token(value: Any) -> Any:

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, TensorType
 from xdsl.ir import SSAValue
 
@@ -54,6 +55,10 @@ def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
             div = attrs["tt.divisibility"].value.data
         infos[arg] = AxisInfo((), (div,), ())
     for op in func.walk():
+        if isinstance(op, scf.ForOp):       # the induction variable: lb + k * step
+            lb, step = _get(infos, op.lb), _get(infos, op.step)
+            div = math.gcd(scalar_divisibility(lb), scalar_divisibility(step))
+            infos[op.body.block.args[0]] = AxisInfo((), (div,), ())
         rule = _RULES.get(type(op))
         if rule is None or not op.results:
             continue
