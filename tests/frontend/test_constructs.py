@@ -258,7 +258,7 @@ def _legal(op: str, a: tl.dtype, b: tl.dtype) -> bool:
     return True
 
 
-@pytest.mark.parametrize("a,b", itertools.product(_DTYPES, _DTYPES), ids=lambda t: t.name)
+@pytest.mark.parametrize("a,b", list(itertools.product(_DTYPES, _DTYPES)), ids=lambda t: t.name)
 def test_binary_operator_types_follow_promotion(a, b):
     legal = [op for op in _OPERATORS if _legal(op, a, b)]
     module = ttir_for(k_binary, F32, F32, A=a, B=b, OPS=tuple(_OPERATORS[op] for op in legal))

@@ -92,7 +92,7 @@ def _expected(a, a_is_scalar, b, b_is_scalar, div_or_mod):
 
 
 @pytest.mark.parametrize("div_or_mod", [False, True])
-@pytest.mark.parametrize("a_is_scalar, b_is_scalar", itertools.product([False, True], repeat=2))
+@pytest.mark.parametrize("a_is_scalar, b_is_scalar", list(itertools.product([False, True], repeat=2)))
 def test_computation_type_table(a_is_scalar, b_is_scalar, div_or_mod):
     for a, b in itertools.product(STANDARD, repeat=2):
         expected = _expected(a, a_is_scalar, b, b_is_scalar, div_or_mod)

@@ -333,7 +333,7 @@ def _case_params():
         yield pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", _case_params())
+@pytest.mark.parametrize("case", list(_case_params()))
 def test_ops_kernels_compile(case):
     """Each compiles to PTX (and a cubin where ptxas is found), and O3 did not copy an aligned
     barrier into divergent code: a GPU would hang on it (every thread must reach the same
