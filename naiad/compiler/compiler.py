@@ -318,6 +318,13 @@ def _run_stage(stage: Any, name: str, module: Any, metadata: dict, target: GPUTa
         return stage(module, metadata)
     except NaiadError:
         raise
+    except NotImplementedError as e:        # a known gap of the backend, said as such
+        if knobs.compilation.frontend_debug:
+            raise
+        raise UnsupportedByBackend(
+            f"kernel '{metadata.get('name') or _kernel_name(module)}' cannot be compiled by the "
+            f"{target.backend} backend yet (stage '{name}'): {e} -- fix: run it on another backend "
+            f"(naiad.set_backend or the arguments' device) or write it without that feature") from None
     except Exception as e:
         if knobs.compilation.frontend_debug:
             raise
@@ -329,6 +336,20 @@ def _run_stage(stage: Any, name: str, module: Any, metadata: dict, target: GPUTa
 
 class InternalCompilerError(NaiadError):
     """A compiler stage failed on input it should have handled (a bug, not a user error)."""
+
+
+class UnsupportedByBackend(NaiadError):
+    """A kernel uses a feature the backend does not implement yet (a stage raised
+    ``NotImplementedError``): a known gap, not a bug."""
+
+
+def _kernel_name(module: Any) -> str:
+    """The public function's name of an IR module, or '?'."""
+    for op in getattr(getattr(module, "body", None), "ops", ()):
+        visibility = getattr(op, "sym_visibility", None)
+        if visibility is not None and visibility.data == "public":
+            return op.sym_name.data
+    return "?"
 
 
 def _stage_text(ir: Any) -> Any:

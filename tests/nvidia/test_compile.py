@@ -318,10 +318,14 @@ UNSUPPORTED = {"join": "tt.join", "cat": "tt.cat", "print": "tt.print", "gather"
 @pytest.mark.parametrize("what", list(UNSUPPORTED))
 def test_unsupported_op_is_an_error_naming_it(what):
     """An op the GPU lowering lacks is a Naiad error that names it and the kernel, not a crash."""
-    with pytest.raises(NaiadError, match=re.escape(UNSUPPORTED[what])) as error:
+    from naiad.compiler.compiler import UnsupportedByBackend
+
+    with pytest.raises(UnsupportedByBackend, match=re.escape(UNSUPPORTED[what])) as error:
         compile_cuda(unsupported_kernel, {"x_ptr": "*fp32", "b_ptr": "*bf16", "out_ptr": "*fp32"},
                      {"WHAT": what})
-    assert "unsupported_kernel" in str(error.value)
+    message = str(error.value)
+    assert "kernel 'unsupported_kernel' cannot be compiled by the cuda backend yet" in message
+    assert "fix: run it on another backend" in message and "bug in Naiad" not in message
 
 
 # -- every kernel of test_ops.py -----------------------------------------------------------------------------
