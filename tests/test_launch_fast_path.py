@@ -301,3 +301,31 @@ def test_numpy_addresses_read_directly_match_ctypes():
               np.empty(0, np.float16), np.frombuffer(b"abcdefgh", np.uint8)[3:], np.ones(())]
     for a in arrays:
         assert numpy_address(a) == a.ctypes.data
+
+
+@naiad.jit
+def no_parameters():
+    pass
+
+
+def test_a_kernel_without_parameters_launches_and_says_what_is_wrong(slow):
+    for _ in range(2):
+        no_parameters[(1,)]()
+    assert len(slow) == 1
+    with pytest.raises(naiad.errors.NaiadError, match="takes 0 arguments but 1 were given"):
+        no_parameters[(1,)](5)
+
+
+@naiad.jit
+def shadowing_builtins(out, type: tl.constexpr, len, tuple, int, callable, dict):
+    tl.store(out + tl.arange(0, 1), tl.zeros((1,), tl.int64) + type + len + tuple + int + callable + dict)
+
+
+def test_parameters_named_like_builtins_launch(slow):
+    """The generated launch code must not see a parameter called `type` (Triton's test_call has
+    one) as the builtin."""
+    out = np.zeros(1, np.int64)
+    for _ in range(2):
+        shadowing_builtins[(1,)](out, 1, 2, 3, 4, 5, 6)
+        assert out[0] == 21
+    assert len(slow) == 1

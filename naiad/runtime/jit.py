@@ -556,9 +556,13 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "_naiad_NO_TOKEN": _NO_TOKEN, "_naiad_constexpr_token": _constexpr_token,
         "_naiad_state": _state, "_naiad_fast": fn._fast, "_naiad_fn": fn, "_naiad_ONES": _ONES,
         "_naiad_hooked": knobs.runtime.launch_hooked, "_naiad_M": _MISSING,
-        "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({})}
+        "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({}),
+        # builtins under names no parameter can shadow (a parameter may be called `type`)
+        "_naiad_type": type, "_naiad_int": int, "_naiad_tuple": tuple, "_naiad_len": len,
+        "_naiad_callable": callable, "_naiad_dict": dict}
     names = [p.name for p in fn.params]
     objects = ", ".join(names)
+    arguments = "".join(f"{n}, " for n in names)          # a tuple's or a call's items, maybe none
     bound = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
     lines = ["    _naiad_kw = _naiad_NO_KEYWORDS",
              "    if _naiad_options:                     # keywords: to their parameters",
@@ -567,30 +571,30 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         lines += [f"        if {n!r} in _naiad_options:",
                   f"            _naiad_kw[{n!r}] = _naiad_options.pop({n!r})",
                   f"            if {n} is not _naiad_M:",
-                  f"                return _naiad_misfit(_naiad_fn, ({objects},), _naiad_extra, _naiad_kw, "
+                  f"                return _naiad_misfit(_naiad_fn, ({arguments}), _naiad_extra, _naiad_kw, "
                   f"{n!r})",
                   f"            {n} = _naiad_kw[{n!r}]"]
     required = [p.name for p in fn.params if not p.has_default]
     missing = " or ".join([f"{n} is _naiad_M" for n in required] + ["_naiad_extra"])
     lines += [f"    if {missing}:",
-              f"        return _naiad_misfit(_naiad_fn, ({objects},), _naiad_extra, _naiad_kw)"]
+              f"        return _naiad_misfit(_naiad_fn, ({arguments}), _naiad_extra, _naiad_kw)"]
     for p in fn.params:
         if p.has_default:
             scope[f"_naiad_default{p.num}"] = p.default
             lines += [f"    if {p.name} is _naiad_M:", f"        {p.name} = _naiad_default{p.num}"]
     lines += ["    if _naiad_fn.pre_run_hooks and not _naiad_hooks_done:",
               "        for _naiad_hook in _naiad_fn.pre_run_hooks:",
-              f"            _naiad_hook({objects}, **_naiad_options)"]
+              f"            _naiad_hook({arguments}**_naiad_options)"]
     for p in fn.params:
         name, token, value = p.name, f"_naiad_t{p.num}", f"_naiad_v{p.num}"
         if p.is_constexpr:       # an int's token is shorter than `_constexpr_token`'s: no clash
-            lines += [f"    {token} = (int, {name}) if type({name}) is int else "
+            lines += [f"    {token} = (int, {name}) if _naiad_type({name}) is int else "
                       f"_naiad_constexpr_token({name})", f"    {value} = {name}"]
             continue
-        lines += [f"    if type({name}) is _naiad_ndarray:",
+        lines += [f"    if _naiad_type({name}) is _naiad_ndarray:",
                   f"        {value} = _naiad_address({name})",
                   f"        {token} = ({name}.dtype, {value} % 16 == 0)",
-                  f"    elif type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
+                  f"    elif _naiad_type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
                   f"        {value} = {name}",
                   f"        {token} = (32, {name} % 16 == 0)",
                   f"    else:",
@@ -602,7 +606,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
     tokens = "".join(f"_naiad_t{p.num}, " for p in fn.params)
     values = ", ".join(f"_naiad_v{p.num}" for p in fn.params)
     lines += [
-        f"    key = (({tokens}), tuple(_naiad_options.items()) if _naiad_options else (), "
+        f"    key = (({tokens}), _naiad_tuple(_naiad_options.items()) if _naiad_options else (), "
         f"_naiad_state())",
         "    try:",
         "        prepared = _naiad_fast.get(key)",
@@ -610,12 +614,12 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "        key = prepared = None",
         "    if prepared is None or not prepared.valid(_naiad_fn):",
         f"        return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
-        "    if callable(_naiad_grid):",
-        f"        _naiad_grid = _naiad_grid(dict({bound}, **_naiad_options))",
-        "    if type(_naiad_grid) is not tuple:",
-        "        _naiad_grid = tuple(_naiad_grid)",
-        "    if len(_naiad_grid) != 3:",
-        "        _naiad_grid = _naiad_grid + _naiad_ONES[len(_naiad_grid)]",
+        "    if _naiad_callable(_naiad_grid):",
+        f"        _naiad_grid = _naiad_grid(_naiad_dict({bound}, **_naiad_options))",
+        "    if _naiad_type(_naiad_grid) is not _naiad_tuple:",
+        "        _naiad_grid = _naiad_tuple(_naiad_grid)",
+        "    if _naiad_len(_naiad_grid) != 3:",
+        "        _naiad_grid = _naiad_grid + _naiad_ONES[_naiad_len(_naiad_grid)]",
         "    if prepared.direct is not None and not _naiad_hooked():",
         f"        prepared.direct(_naiad_grid, [{values}])",
         "    else:",
