@@ -1,5 +1,5 @@
 """``tt.dot`` on a GPU without tensor cores (the FMA path): both operands go to shared memory,
-then each thread accumulates its own output elements over K in a loop.  Correct for every
+then each thread accumulates its own output elements over K in a loop (batched 3-D dots too).  Correct for every
 operand type; tensor-core (mma/wgmma) lowering is a later step."""
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from naiad.ir import tt
 def _dot(k: GPUKernel, op: Any) -> None:
     result = op.results[0]
     a_shape, b_shape = shape_of(op.a), shape_of(op.b)
-    if len(a_shape) != 2:
-        raise NotImplementedError("batched (3-D) tl.dot is not supported by the GPU lowering yet")
-    m, kk = a_shape
-    n = b_shape[1]
+    batched = len(a_shape) == 3
+    m, kk = a_shape[-2:]
+    n = b_shape[-1]
     layout = k.layout_of(result)
     acc = k.tensor(op.c, layout).values
     a, b_ = k.tensor(op.a), k.tensor(op.b)
     a_store, b_store = lt.scalar(op.a.type), lt.scalar(op.b.type)
-    a_bytes = m * kk * lt.byte_size(a_store)
-    k.need_shared(a_bytes + kk * n * lt.byte_size(b_store))
+    batches = a_shape[0] if batched else 1
+    a_bytes = batches * m * kk * lt.byte_size(a_store)
+    k.need_shared(a_bytes + batches * kk * n * lt.byte_size(b_store))
     k.hooks.barrier(k.b)
     for value, coords in zip(a.values, k.coordinates(a.layout, a_shape)):
         k.b.store(value, k.shared_pointer(k.linear(coords, a_shape), a_store))
@@ -56,9 +56,12 @@ def _dot(k: GPUKernel, op: Any) -> None:
     b.cbranch(b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)), body, done)
     b.position_at_end(body)
     updated = []
-    for total, (i, j) in zip(sums, coords):
-        x = b.load(k.shared_pointer(b.add(b.mul(i, ir.Constant(lt.I32, kk)), index), a_store), typ=a_store)
-        y = b.load(k.shared_pointer(b.add(b.mul(index, ir.Constant(lt.I32, n)), j), b_store, a_bytes),
+    for total, c in zip(sums, coords):
+        batch, i, j = c if batched else (ir.Constant(lt.I32, 0), *c)
+        row = b.add(b.mul(batch, ir.Constant(lt.I32, m)), i)              # of A: batch * M + i
+        depth = b.add(b.mul(batch, ir.Constant(lt.I32, kk)), index)       # of B: batch * K + k
+        x = b.load(k.shared_pointer(b.add(b.mul(row, ir.Constant(lt.I32, kk)), index), a_store), typ=a_store)
+        y = b.load(k.shared_pointer(b.add(b.mul(depth, ir.Constant(lt.I32, n)), j), b_store, a_bytes),
                    typ=b_store)
         x, y = _widen(k, ctx, x, op.a.type, compute), _widen(k, ctx, y, op.b.type, compute)
         updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
