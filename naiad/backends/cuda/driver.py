@@ -187,6 +187,22 @@ def _libcuda_status() -> tuple[LibCUDA | None, str]:
         return _status
 
 
+_torch_running: Any = None      # torch, once it has initialized CUDA (that never reverts)
+
+
+def _device_and_stream(driver: "CUDADriver") -> tuple[int, int]:
+    """The current device and stream for a warm launch, read straight from torch's C functions
+    once torch runs CUDA (`get_current_device` and `get_current_stream` go through Python)."""
+    global _torch_running
+    torch = _torch_running
+    if torch is None:
+        torch = _torch_running = _torch_cuda()
+        if torch is None:
+            return driver._local.device, 0
+    device = torch._C._cuda_getDevice()
+    return device, torch._C._cuda_getCurrentRawStream(device)
+
+
 def _torch_cuda() -> Any:
     """torch, when it is imported and has initialized CUDA: its current device and stream rule."""
     torch = sys.modules.get("torch")
@@ -673,15 +689,17 @@ class CUDALauncher:
         """The warm launch path's launcher: ``run(grid, args)`` launches on the current stream
         without hooks."""
         pack, launch, block, shared = self.pack, self._launch, self.block, self.shared
-        activate, stream, addressof = self.driver.activate, self.driver.get_current_stream, ctypes.addressof
+        driver, addressof = self.driver, ctypes.addressof
 
         def run(grid: tuple, args: Sequence[Any]) -> None:
             grid_x, grid_y, grid_z = grid
             if grid_x * grid_y * grid_z > 0:
-                device = activate()
+                device, stream = _device_and_stream(driver)
+                if driver._local.active != device:
+                    driver.activate()
                 buffer = pack(args, device)
                 code = launch(function, grid_x, grid_y, grid_z, block, 1, 1, shared,
-                              stream(device), addressof(buffer), None)
+                              stream, addressof(buffer), None)
                 if code:
                     raise self.driver.launch_error(code, self.name, function, grid, block, shared)
         return run
