@@ -79,3 +79,23 @@ def test_source_hash_follows_the_specialization():
     assert a == ASTSource(scale, SIGNATURE, {"BLOCK": 64}).hash()
     assert a != ASTSource(scale, SIGNATURE, {"BLOCK": 128}).hash()
     assert a != ASTSource(scale, dict(SIGNATURE, n="i64"), {"BLOCK": 64}).hash()
+
+
+def test_the_backend_a_target_names_is_used_without_loading_the_others(plugins, monkeypatch):
+    """make_backend takes the backend named by ``target.backend`` when it supports the target,
+    without importing every other backend first (a cold compile pays for each import)."""
+    from naiad.backends.compiler import GPUTarget
+    from naiad.backends.discovery import registry
+    from naiad.compiler.compiler import make_backend
+
+    plugins.add("toy")
+    plugins.add("other")
+    loaded = []
+    original = registry.get_or_failure
+    monkeypatch.setattr(registry, "get_or_failure", lambda name: loaded.append(name) or original(name))
+    make_backend.cache_clear()
+    try:
+        backend = make_backend(GPUTarget("toy", "v1", 1))
+    finally:
+        make_backend.cache_clear()
+    assert type(backend).__name__ == "ToyBackend" and loaded == ["toy"]
