@@ -359,3 +359,26 @@ def test_every_kernel_of_test_ops_is_compiled():
     compiled = {case.fn.__name__ for case in test_ops.COMPILE_CASES}
     assert kernels - compiled == set(), "kernels of test_ops.py missing from COMPILE_CASES"
     assert len({case.id for case in test_ops.COMPILE_CASES}) == len(test_ops.COMPILE_CASES)
+
+
+def test_shared_memory_regions_are_16_byte_aligned():
+    """Two values reduced together across warps (an fp16 max and its int32 index) get regions
+    one after the other: the second must start aligned, or the GPU faults (misaligned address,
+    seen with Triton's test_reduce1d argmax cases)."""
+    from naiad.backends.cuda.hooks import NVPTXHooks
+    from naiad.codegen.gpu.kernel import GPUKernel
+
+    kernel = GPUKernel(None, NVPTXHooks(), 4)
+    assert kernel.shared_regions([2 * 4 * 3, 4 * 4 * 3, 1]) == [0, 32, 80]
+    assert kernel.shared_bytes == 96
+
+
+@naiad.jit
+def argmax_fp16(x_ptr, out_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(out_ptr, tl.argmax(x, axis=0))
+
+
+def test_a_mixed_type_reduction_across_warps_compiles():
+    kernel = _compiled(argmax_fp16, {"x_ptr": "*fp16", "out_ptr": "*i32"}, {"N": 1024})
+    assert kernel.metadata["shared"] % 16 == 0 and "shfl.sync.bfly" in kernel.asm["ptx"]

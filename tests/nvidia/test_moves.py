@@ -123,3 +123,20 @@ def test_batched_dot(gpu):
     c = torch.empty(2, 16, 32, device="cuda")
     batched_dot[(1,)](a, b, c, B=2, M=16, N=32, K=16)
     torch.testing.assert_close(c, torch.bmm(a.float(), b.float()), rtol=1e-3, atol=1e-3)
+
+
+@naiad.jit
+def add_one(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
+def test_reinterpreted_tensors_are_launched_as_their_base(gpu):
+    """``tl.reinterpret`` (Triton's TensorWrapper): an int32 tensor read as uint32."""
+    torch = gpu
+    from naiad.runtime.jit import reinterpret
+
+    x = torch.tensor([-1, 0, 5, 2**31 - 1] * 16, device="cuda", dtype=torch.int32)
+    out = torch.empty_like(x)
+    add_one[(1,)](reinterpret(x, tl.uint32), reinterpret(out, tl.uint32), N=64)
+    assert torch.equal(out, x + 1)          # the same bits: uint32 wraps as int32 does

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.driver import DriverBase
 from naiad.errors import NaiadError, OutOfResources
+from naiad.runtime.tensor_wrapper import TensorWrapper
 
 _WINDOWS = sys.platform == "win32"
 _LIBRARY_NAMES = ("nvcuda.dll",) if _WINDOWS else ("libcuda.so.1", "libcuda.so")
@@ -709,6 +710,8 @@ def _locate(value: Any, driver: CUDADriver) -> tuple[int | None, int | str | Non
     """(address, owner) of an array argument: owner is a CUDA device ordinal, None when
     unknown, "host" for host memory, or the name of another device; (None, None) when
     ``value`` is no array."""
+    if isinstance(value, TensorWrapper):           # tl.reinterpret: the memory of its base
+        value = value.base
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         if value.is_cuda:

@@ -189,6 +189,17 @@ class GPUKernel:
     def need_shared(self, nbytes: int) -> None:
         self.shared_bytes = max(self.shared_bytes, nbytes)
 
+    def shared_regions(self, sizes: Sequence[int]) -> list[int]:
+        """Byte offsets of consecutive shared-memory regions of ``sizes`` bytes, each aligned to
+        16 bytes (a region of 4-byte values after one of 2-byte values must not be misaligned),
+        and reserve them."""
+        offsets, end = [], 0
+        for size in sizes:
+            offsets.append(end)
+            end += -(-size // 16) * 16
+        self.need_shared(end)
+        return offsets
+
     def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
         """``dist`` redistributed into ``layout`` (through shared memory)."""
         values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, lambda c: c,

@@ -25,8 +25,8 @@ def _dot(k: GPUKernel, op: Any) -> None:
     a, b_ = k.tensor(op.a), k.tensor(op.b)
     a_store, b_store = lt.scalar(op.a.type), lt.scalar(op.b.type)
     batches = a_shape[0] if batched else 1
-    a_bytes = batches * m * kk * lt.byte_size(a_store)
-    k.need_shared(a_bytes + batches * kk * n * lt.byte_size(b_store))
+    a_bytes = k.shared_regions([batches * m * kk * lt.byte_size(a_store),
+                                batches * kk * n * lt.byte_size(b_store)])[1]
     k.hooks.barrier(k.b)
     for value, coords in zip(a.values, k.coordinates(a.layout, a_shape)):
         k.b.store(value, k.shared_pointer(k.linear(coords, a_shape), a_store))

@@ -119,8 +119,7 @@ def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, blocked: L.B
         count *= s
     storages = [_element(t) for t in types]
     sizes = [count * warps * lt.byte_size(s) for s in storages]
-    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
-    k.need_shared(sum(sizes))
+    offsets = k.shared_regions(sizes)
     warp_ids = k._split(k.warp, [blocked.warps_per_cta[d] for d in blocked.order])
     # warps past the distinct ones repeat their elements: they write the same slots
     warp_axis = k.b.and_(warp_ids[blocked.order.index(full_axis)], ir.Constant(lt.I32, warps - 1))
@@ -155,17 +154,14 @@ def _scan(k: GPUKernel, op: Any) -> None:
     shape = shape_of(op.results[0])
     inputs = [k.tensor(v, layout) for v in op.operands]
     if not reverse and isinstance(layout, L.Blocked) and shape[axis] >= layout.tile(axis):
-        results = _scan_blocked(k, op, layout, shape, axis, inputs)
-        for j, result in enumerate(op.results):
-            k.define(result, results[j])
+        _define_scan(k, op, layout, shape, _scan_blocked(k, op, layout, shape, axis, inputs))
         return
     storages = [lt.scalar(v.type) for v in op.operands]
     count = 1
     for s in shape:
         count *= s
     sizes = [count * lt.byte_size(s) for s in storages]
-    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
-    k.need_shared(sum(sizes))
+    offsets = k.shared_regions(sizes)
     coords = k.coordinates(layout, shape)
     k.hooks.barrier(k.b)
     for i, c in enumerate(coords):
@@ -177,8 +173,18 @@ def _scan(k: GPUKernel, op: Any) -> None:
         totals = _scan_one(k, op, c, axis, shape, storages, offsets, reverse)
         for j, t in enumerate(totals):
             results[j].append(t)
-    for j, result in enumerate(op.results):
-        k.define(result, results[j])
+    _define_scan(k, op, layout, shape, results)
+
+
+def _define_scan(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, results: list) -> None:
+    """Bind each result, computed in the first result's layout, converting where another was
+    assigned to it (a multi-operand scan's later results may have uses that want another)."""
+    from naiad.codegen.gpu.kernel import Dist
+
+    for values, result in zip(results, op.results):
+        dist = Dist(layout, shape, values)
+        wanted = k.layout_of(result)
+        k.env[result] = dist if wanted == layout else k.convert(dist, wanted, result.type)
 
 
 def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: int,
@@ -207,9 +213,7 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
     row_shape = tuple(1 if d == axis else size for d, size in enumerate(shape))
     row_coords = k.coordinates(layout, row_shape)
     sizes = [warps * row_count * lt.byte_size(st) for st in storages]
-    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
-    if warps > 1:
-        k.need_shared(sum(sizes))
+    offsets = k.shared_regions(sizes) if warps > 1 else []
     out = [[None] * len(elements) for _ in inputs]
     for key, indices in rows.items():
         row_index = k.linear(row_coords[list(rows).index(key)] if row_shape else [], row_shape)
