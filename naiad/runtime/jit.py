@@ -597,7 +597,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
                   f"    elif _naiad_type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
                   f"        {value} = {name}",
                   f"        {token} = (32, {name} % 16 == 0)",
-                  f"    else:",
+                  "    else:",
                   f"        {value} = {name}",
                   f"        {token} = _naiad_token({name})",
                   f"        if {token} is _naiad_NO_TOKEN:",

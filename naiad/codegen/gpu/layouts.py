@@ -147,11 +147,6 @@ def constant_offsets(layout: Layout, shape: Sequence[int], element: tuple) -> tu
     return tuple(rep * blocked.tile(d) + e for d, (rep, e) in enumerate(element))
 
 
-def lane_bits(blocked: Blocked) -> list[tuple[int, int]]:
-    """(dimension, threads along it) in the order lane ids are split (fastest first)."""
-    return [(d, blocked.threads_per_warp[d]) for d in blocked.order]
-
-
 def distinct_threads(blocked: Blocked, full_shape: Sequence[int], d: int) -> tuple[int, int]:
     """How many lanes and warps along ``d`` hold different elements (the rest repeat them)."""
     size, spt = full_shape[d], blocked.size_per_thread[d]
