@@ -78,6 +78,16 @@ def ensure_venv(venv: Path) -> Path:
     return python
 
 
+def alias_dir(out: Path) -> Path:
+    """For ``--python``: the alias package in a folder of the harness's own, put first on the
+    test processes' ``PYTHONPATH`` -- it shadows an installed Triton in those processes only
+    (a GPU machine has one: its tests then run against Naiad, its install stays as it was)."""
+    folder = out / "alias"
+    (folder / "triton").mkdir(parents=True, exist_ok=True)
+    (folder / "triton" / "__init__.py").write_text(ALIAS_INIT)
+    return folder
+
+
 def install_alias(python: Path) -> None:
     target = site_packages(python) / "triton"
     init = target / "__init__.py"
@@ -91,12 +101,15 @@ def install_alias(python: Path) -> None:
 def run_suite(python: Path, tree: Path, suite: str, args: argparse.Namespace) -> Path:
     folder, selection = SUITES[suite]
     junit = args.out / f"{suite}-{args.device}.xml"
-    cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "plugin", "-q", "--tb=line",
+    ini = args.out / "pytest.ini"          # the tree's own conftest rules, wherever it lies
+    ini.write_text("[pytest]\n")
+    cmd = [str(python), "-m", "pytest", "-c", str(ini), f"--rootdir={tree / 'python'}",
+           "-p", "no:cacheprovider", "-p", "plugin", "-q", "--tb=line",
            f"--device={args.device}", f"--timeout={args.timeout}", f"--junitxml={junit}", *selection]
     if args.workers > 1:
         cmd += ["-n", str(args.workers)]
     cmd += args.pytest_args
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=test_path(args))
     env.pop("TRITON_INTERPRET", None)                 # Mode B: native compilation
     if args.device == "cuda":
         env["NAIAD_DEFAULT_BACKEND"] = "cuda"
@@ -107,10 +120,19 @@ def run_suite(python: Path, tree: Path, suite: str, args: argparse.Namespace) ->
     return junit
 
 
+def test_path(args: argparse.Namespace) -> str:
+    """PYTHONPATH of the test processes: the plugin's folder; with ``--python``, also the alias
+    folder and Naiad's checkout (that interpreter has Naiad's dependencies, not Naiad)."""
+    parts = [str(HERE)]
+    if args.python is not None:
+        parts = [str(alias_dir(args.out)), str(REPO)] + parts
+    return os.pathsep.join(parts + [os.environ.get("PYTHONPATH", "")])
+
+
 def run_tutorials(python: Path, tree: Path, args: argparse.Namespace) -> dict[str, str]:
     """Run each tutorial script; its output goes to ``<out>/tutorial-<name>.log``."""
     results = {}
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHONPATH=test_path(args))
     env.pop("TRITON_INTERPRET", None)
     for script in TUTORIALS:
         log = args.out / f"tutorial-{Path(script).stem}.log"
@@ -167,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tutorial-timeout", type=int, default=1800, help="seconds per tutorial script")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--venv", type=Path, default=REPO / ".conformance" / "venv")
+    parser.add_argument("--python", type=Path, help="run with this interpreter (its packages must "
+                        "include the test dependencies and Naiad's; e.g. a GPU machine without "
+                        "internet) instead of building the venv; Triton there is left installed")
     parser.add_argument("--out", type=Path, default=REPO / ".conformance" / "results")
     parser.add_argument("--baseline", type=Path, help="junit XML of Triton's interpreter on the same tree")
     parser.add_argument("-n", "--workers", type=int, default=2)
@@ -175,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    python = None if args.report_only else ensure_venv(args.venv)
+    python = None if args.report_only else args.python or ensure_venv(args.venv)
     baseline = read_junit(args.baseline) if args.baseline else None
     for suite in args.suite or ["core"]:
         if suite == "tutorials":

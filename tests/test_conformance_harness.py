@@ -85,3 +85,14 @@ def test_patch_kernel_edits_the_source_of_a_kernel():
 def test_gpu_only_cases_are_skipped_with_a_reason_off_the_gpu():
     assert all(reason for reason in plugin.GPU_ONLY.values())
     assert "test_zero_strided_tensors" in plugin.GPU_ONLY
+
+
+def test_an_existing_interpreter_gets_the_alias_on_its_path_only(tmp_path):
+    """``--python``: no venv, no change to that interpreter's packages; the test processes see
+    the alias first, then Naiad's checkout, then the plugin."""
+    args = run.argparse.Namespace(python=Path(sys.executable), out=tmp_path)
+    parts = run.test_path(args).split(run.os.pathsep)
+    assert parts[0] == str(tmp_path / "alias") and parts[1] == str(run.REPO) and parts[2] == str(run.HERE)
+    assert "naiad.compat.enable()" in (tmp_path / "alias" / "triton" / "__init__.py").read_text()
+    without = run.test_path(run.argparse.Namespace(python=None, out=tmp_path)).split(run.os.pathsep)
+    assert without[0] == str(run.HERE)
