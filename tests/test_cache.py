@@ -492,3 +492,31 @@ def test_bad_manager_is_a_clear_error(plugins, manager_module, monkeypatch, valu
         naiad.compile(source(), target=TOY)
     assert "NAIAD_CACHE_MANAGER" in str(info.value)
     assert isinstance(info.value, NaiadError)
+
+
+def test_a_launch_served_by_the_disk_cache_imports_no_compiler(tmp_path):
+    """A new process whose kernel is in the on-disk cache launches without importing the
+    compiler's IR libraries (xDSL): most of a cold start."""
+    script = tmp_path / "launch.py"
+    script.write_text(textwrap.dedent("""\
+        import sys
+        import numpy as np
+        import naiad
+        import naiad.language as tl
+
+        @naiad.jit
+        def add_one(x, out, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+        x = np.arange(8, dtype=np.float32)
+        out = np.zeros_like(x)
+        add_one[(1,)](x, out, 8, BLOCK=8)
+        assert (out == x + 1).all()
+        print("xdsl" in sys.modules)
+        """))
+    env = dict(subprocess_env(), NAIAD_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert [r.stdout.strip() for r in runs] == ["True", "False"]

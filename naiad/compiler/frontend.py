@@ -23,9 +23,8 @@ from naiad.language import dtypes
 from naiad.language.core import constexpr
 from naiad.language.semantic import Semantic
 from naiad.language.tensor_descriptor import is_signature, tensor_descriptor, tensor_descriptor_type
-from naiad.runtime.jit import JITFunction
+from naiad.runtime.jit import JITFunction, describe
 
-_DIVISIBILITY = [("tt.divisibility", 16)]
 
 
 def _by_index(fn: JITFunction, mapping: dict | None) -> dict[Any, Any]:
@@ -132,26 +131,6 @@ def specialize(fn: JITFunction, *args: Any, **kwargs: Any) -> tuple[dict, dict, 
     """``(signature, constexprs, attrs, options)`` for launching ``fn`` with these arguments."""
     bound, options = fn.bind(args, kwargs)
     return (*describe(fn, fn.specialization(bound)), options)
-
-
-def describe(fn: JITFunction, specialization: list) -> tuple[dict, dict, dict]:
-    """Triton's ``(signature, constexprs, attrs)`` of a specialization (`JITFunction.specialization`)."""
-    signature, constexprs, attrs = {}, {}, {}
-    for p, (ty, key) in zip(fn.params, specialization):
-        signature[p.name] = ty
-        _record(ty, key, (p.num,) if isinstance(ty, tuple) else p.name, constexprs, attrs)
-    return signature, constexprs, attrs
-
-
-def _record(ty: Any, key: Any, where: Any, constexprs: dict, attrs: dict) -> None:
-    """Note a constexpr value or a divisibility attribute; tuple elements by their path."""
-    if isinstance(ty, tuple):
-        for i, (t, k) in enumerate(zip(ty, key)):
-            _record(t, k, (*where, i), constexprs, attrs)
-    elif ty == "constexpr":
-        constexprs[where] = key
-    elif key == "D":
-        attrs[where] = list(_DIVISIBILITY)
 
 
 @_user_facing

@@ -431,8 +431,6 @@ class JITFunction:
                     "debug" in options or knobs.runtime.debug))     # a str: its hash is kept
         kernel = self.cache.get(key)
         if kernel is None:
-            from naiad.compiler.frontend import describe
-
             signature, constexprs, attrs = describe(self, specialization)
             kernel = compile(ASTSource(self, signature, constexprs, attrs), target=target, options=options)
             self.cache[key] = kernel
@@ -458,6 +456,33 @@ class JITFunction:
 
 
 _FAST_ENTRIES = 256
+
+
+#: The attribute a parameter specialized as divisible by 16 gets (Triton's ``tt.divisibility``).
+DIVISIBILITY = (("tt.divisibility", 16),)
+
+
+def describe(fn: JITFunction, specialization: list) -> tuple[dict, dict, dict]:
+    """Triton's ``(signature, constexprs, attrs)`` of a specialization (`JITFunction.specialization`).
+
+    Here rather than in the frontend: a launch whose kernel is in the on-disk cache needs this
+    and no compiler, so it imports none (xDSL's dialects cost most of a cold start)."""
+    signature, constexprs, attrs = {}, {}, {}
+    for p, (ty, key) in zip(fn.params, specialization):
+        signature[p.name] = ty
+        _record(ty, key, (p.num,) if isinstance(ty, tuple) else p.name, constexprs, attrs)
+    return signature, constexprs, attrs
+
+
+def _record(ty: Any, key: Any, where: Any, constexprs: dict, attrs: dict) -> None:
+    """Note a constexpr value or a divisibility attribute; tuple elements by their path."""
+    if isinstance(ty, tuple):
+        for i, (t, k) in enumerate(zip(ty, key)):
+            _record(t, k, (*where, i), constexprs, attrs)
+    elif ty == "constexpr":
+        constexprs[where] = key
+    elif key == "D":
+        attrs[where] = list(DIVISIBILITY)
 
 
 class _Prepared:

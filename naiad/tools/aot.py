@@ -57,7 +57,7 @@ def _constant(text: str) -> Any:
 
 def parse_signature(fn: Any, text: str) -> tuple[dict, dict, dict]:
     """Triton's ``(signature, constexprs, attrs)`` for ``fn`` from an AOT signature string."""
-    from naiad.compiler.frontend import _DIVISIBILITY
+    from naiad.runtime.jit import DIVISIBILITY
     from naiad.language import dtypes
 
     entries = [e.strip() for e in text.split(",")] if text.strip() else []
@@ -81,7 +81,7 @@ def parse_signature(fn: Any, text: str) -> tuple[dict, dict, dict]:
         if hint == "1" and not ty.startswith("*"):
             signature[name], constexprs[name] = "constexpr", 1
         elif hint == "16":
-            signature[name], attrs[name] = ty, list(_DIVISIBILITY)
+            signature[name], attrs[name] = ty, list(DIVISIBILITY)
         elif hint:
             raise AOTError(f"--signature entry {entry!r}: after ':' write 16 (divisible by 16) or 1 "
                            f"(equal to 1), not {hint!r}")
