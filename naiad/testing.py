@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
+from naiad.backends.driver import sample_quantiles
+
 _RETURN_MODES = ("min", "max", "mean", "median", "all")
 
 
@@ -32,21 +34,13 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, grad_t
 
     times = sorted(active_driver().get_benchmarker()(call, quantiles=None, warmup=warmup, rep=rep))
     if quantiles is not None:
-        result = [_quantile(times, q) for q in quantiles]
+        result = sample_quantiles(times, quantiles)
         return result[0] if len(result) == 1 else result
     if return_mode == "all":
         return times
     if return_mode == "mean":
         return sum(times) / len(times)
-    return {"min": times[0], "max": times[-1], "median": _quantile(times, 0.5)}[return_mode]
-
-
-def _quantile(sorted_times: Sequence[float], q: float) -> float:
-    """Linear interpolation between the two nearest samples, as numpy's default."""
-    position = q * (len(sorted_times) - 1)
-    low = int(position)
-    high = min(low + 1, len(sorted_times) - 1)
-    return sorted_times[low] + (sorted_times[high] - sorted_times[low]) * (position - low)
+    return {"min": times[0], "max": times[-1], "median": sample_quantiles(times, [0.5])[0]}[return_mode]
 
 
 #: fp8 language dtype names -> torch's names for the same formats.

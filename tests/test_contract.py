@@ -276,3 +276,17 @@ def test_next_power_of_2_matches_brute_force():
 @pytest.mark.parametrize("n, expected", [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (1000, 1024)])
 def test_next_power_of_2_examples(n, expected):
     assert naiad.next_power_of_2(n) == expected
+
+
+def test_benchmark_quantiles_interpolate_as_numpy_does():
+    """Every benchmarker and naiad.testing.do_bench share one rule (Triton's do_bench uses
+    torch.quantile): linear interpolation between the nearest samples."""
+    import numpy as np
+
+    from naiad.backends.driver import sample_quantiles
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 5, 10, 101):
+        times = sorted(rng.random(n).tolist())
+        qs = [0.0, 0.2, 0.5, 0.8, 1.0]
+        np.testing.assert_allclose(sample_quantiles(times, qs), np.quantile(times, qs))

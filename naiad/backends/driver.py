@@ -138,6 +138,19 @@ class DriverBase(metaclass=ABCMeta):
             cache[:] = bytes(len(cache))
 
 
+def sample_quantiles(sorted_times: Sequence[float], quantiles: Sequence[float]) -> list[float]:
+    """The ``quantiles`` of benchmark samples (sorted), interpolated linearly between the two
+    nearest samples as numpy's and torch's defaults do (Triton's ``do_bench`` uses torch's); one
+    rule for every benchmarker and for `naiad.testing.do_bench`."""
+    result = []
+    for q in quantiles:
+        position = q * (len(sorted_times) - 1)
+        low = int(position)
+        high = min(low + 1, len(sorted_times) - 1)
+        result.append(sorted_times[low] + (sorted_times[high] - sorted_times[low]) * (position - low))
+    return result
+
+
 class DriverUtils:
     """Triton's ``driver.active.utils``: the driver's device queries under their Triton names."""
 

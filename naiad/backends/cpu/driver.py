@@ -20,7 +20,7 @@ from naiad import knobs
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.cpu import runtime
 from naiad.backends.cpu.target import host_target
-from naiad.backends.driver import DriverBase
+from naiad.backends.driver import DriverBase, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.array_address import numpy_address
@@ -451,4 +451,4 @@ def benchmark(kernel_call: Callable[[], Any], *, quantiles: Sequence[float] | No
     times.sort()
     if quantiles is None:
         return times
-    return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
+    return sample_quantiles(times, quantiles)

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.driver import DriverBase
+from naiad.backends.driver import DriverBase, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
 from naiad.runtime.tensor_wrapper import TensorWrapper
 
@@ -450,7 +450,7 @@ class CUDADriver(DriverBase):
         times = sorted(first.elapsed_time(last) for first, last in pairs)
         if quantiles is None:
             return times
-        return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
+        return sample_quantiles(times, quantiles)
 
     def get_device_interface(self) -> Any:
         torch = sys.modules.get("torch")
