@@ -310,7 +310,7 @@ def unsupported_kernel(x_ptr, b_ptr, out_ptr, WHAT: tl.constexpr):
 
 
 #: What the GPU lowering does not support yet -> what its error must name.
-UNSUPPORTED = {"print": "tt.print", "bf16_atomic": "bf16", "block_ptr": "tt.make_tensor_ptr"}
+UNSUPPORTED = {"print": "tt.print", "bf16_atomic": "bf16"}
 
 
 @pytest.mark.parametrize("what", list(UNSUPPORTED))

@@ -140,3 +140,48 @@ def test_reinterpreted_tensors_are_launched_as_their_base(gpu):
     out = torch.empty_like(x)
     add_one[(1,)](reinterpret(x, tl.uint32), reinterpret(out, tl.uint32), N=64)
     assert torch.equal(out, x + 1)          # the same bits: uint32 wraps as int32 does
+
+
+# -- block pointers (rewritten into pointer tensors and masks: naiad/passes/block_pointers.py) -----
+def _block_kernels():
+    from tests.cpu import test_memory
+
+    return test_memory
+
+
+def test_block_pointer_kernels_compile_without_block_pointers():
+    kernels = _block_kernels()
+    for fn, signature, constexprs in [
+            (kernels.block_copy_kernel, {"x": "*fp32", "out": "*fp32", "M": "i32", "N": "i32",
+                                         "stride_m": "i32", "stride_n": "i32", "out_m": "i32",
+                                         "out_n": "i32"}, {"BM": 16, "BN": 8, "PAD": "nan"}),
+            (kernels.block_advance_kernel, {"x": "*fp32", "out": "*fp32", "M": "i32", "N": "i32"},
+             {"BM": 16, "BN": 32})]:
+        kernel = compile_cuda(fn, signature, constexprs)
+        assert "make_tensor_ptr" not in kernel.asm["ttir"] and "tt.advance" not in kernel.asm["ttir"]
+        assert ".entry" in kernel.asm["ptx"]
+
+
+@pytest.mark.parametrize("pad", ["zero", "nan"])
+def test_block_pointer_padded_load(gpu, pad):
+    torch = gpu
+    kernels = _block_kernels()
+    m, n, bm, bn = 37, 21, 16, 8
+    x = torch.randn(m, n, device="cuda")
+    gm, gn = -(-m // bm), -(-n // bn)
+    out = torch.full((gm * bm, gn * bn), 99.0, device="cuda")
+    kernels.block_copy_kernel[(gm, gn)](x, out, m, n, n, 1, gm * bm, gn * bn, BM=bm, BN=bn, PAD=pad)
+    expected = torch.full(out.shape, 0.0 if pad == "zero" else float("nan"), device="cuda")
+    expected[:m, :n] = x
+    torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def test_block_pointer_advance_in_a_loop(gpu):
+    torch = gpu
+    kernels = _block_kernels()
+    m, n = 45, 70
+    x = torch.randn(m, n, device="cuda")
+    out = torch.full((m + 3,), 7.0, device="cuda")
+    kernels.block_advance_kernel[(-(-m // 16),)](x, out, m, n, BM=16, BN=32)
+    torch.testing.assert_close(out[:m], x.sum(dim=1), rtol=1e-5, atol=1e-4)
+    assert (out[m:] == 7.0).all()

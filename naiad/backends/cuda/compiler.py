@@ -2,7 +2,8 @@
 
 Stages (``kernel.asm`` keeps each):
 
-- ``ttir``: the shared TTIR passes;
+- ``ttir``: the shared TTIR passes, then block pointers rewritten as pointer tensors and masks
+  (`naiad.passes.block_pointers`);
 - ``ttgir``: the module with its target attributes and each tensor's layout
   (`naiad.codegen.gpu.assign`) written on the op that makes it (``ttg.layout``);
 - ``llir``: LLVM IR from the shared GPU lowering with `NVPTXHooks`, libdevice linked in for the
@@ -104,9 +105,15 @@ class CUDABackend(BaseBackend):
 
 
 def _make_ttir(module: Any) -> Any:
-    from naiad.passes import run_ttir_pipeline
+    """The shared pipeline, then block pointers (and the tensor descriptors built on them) as
+    tensors of pointers with masks: the GPU lowering has no TMA path yet."""
+    from naiad.passes import run_passes, run_ttir_pipeline
+    from naiad.passes.block_pointers import rewrite_block_pointers
 
     run_ttir_pipeline(module)
+    if rewrite_block_pointers(module):
+        run_passes(module, ("cse", "dce"))
+        module.verify()
     return module
 
 
