@@ -5,10 +5,8 @@ holds no block pointer."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-import naiad
 from naiad import knobs
 from naiad.ir import print_module
 from naiad.passes import run_passes
