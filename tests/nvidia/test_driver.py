@@ -943,3 +943,17 @@ def test_gpu_libcuda_device_interface_and_buffer(gpu_driver):
     interface.synchronize()
     assert interface.device_count() == torch.cuda.device_count()
     del buffer
+
+
+def test_tensor_descriptor_parameters_are_passed_as_base_shape_and_strides(driver):
+    """A host TensorDescriptor argument: its base pointer, then its shape, then its strides, as
+    the kernel's parameters (the CPU launcher's order)."""
+    from naiad.compat.tensor_descriptor import TensorDescriptor
+
+    launcher = driver.make_launcher([("d", "tensordesc<fp32[16, 32]>"), ("n", "i32")], METADATA)
+    assert [name for name, _, _ in launcher.slots] == [
+        "d.base", "d.shape[0]", "d.shape[1]", "d.strides[0]", "d.strides[1]", "n"]
+    descriptor = TensorDescriptor(0x9000, [64, 128], [128, 1], [16, 32])
+    types = [ty for _, ty, _ in launcher.slots]
+    formats = ["Q"] + ["i" if t == "i32" else "q" for t in types[1:]]
+    assert _unpack(launcher, launcher.pack([descriptor, 5], 0), formats) == [0x9000, 64, 128, 128, 1, 5]

@@ -185,3 +185,25 @@ def test_block_pointer_advance_in_a_loop(gpu):
     kernels.block_advance_kernel[(-(-m // 16),)](x, out, m, n, BM=16, BN=32)
     torch.testing.assert_close(out[:m], x.sum(dim=1), rtol=1e-5, atol=1e-4)
     assert (out[m:] == 7.0).all()
+
+
+# -- tensor descriptors (block pointers underneath) ----------------------------------------------
+def test_host_descriptor_kernel_compiles():
+    from tests.cpu import test_tensor_descriptors as descriptors
+
+    kernel = compile_cuda(descriptors.host_copy_kernel, {"src": "tensordesc<fp32[8, 16]>",
+                                                         "dst": "tensordesc<fp32[8, 16]>"}, {})
+    assert "make_tensor_ptr" not in kernel.asm["ttir"] and ".entry" in kernel.asm["ptx"]
+
+
+def test_host_descriptors_are_arguments(gpu):
+    torch = gpu
+    from naiad.compat.tensor_descriptor import TensorDescriptor
+    from tests.cpu import test_tensor_descriptors as descriptors
+
+    a = torch.arange(20 * 24, device="cuda", dtype=torch.float32).reshape(20, 24)
+    wide = torch.zeros(20, 32, device="cuda")
+    out = wide[:, :24]
+    descriptors.host_copy_kernel[(3, 2)](TensorDescriptor.from_tensor(a, [8, 16]),
+                                         TensorDescriptor(out, list(out.shape), list(out.stride()), [8, 16]))
+    assert torch.equal(out, a + 1) and (wide[:, 24:] == 0).all()

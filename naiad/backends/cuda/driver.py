@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.driver import DriverBase, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
+from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.tensor_wrapper import TensorWrapper
 
 _WINDOWS = sys.platform == "win32"
@@ -573,13 +574,18 @@ def _slot(ty: Any, kernel: str = "") -> tuple[str, str]:
 
 def kernel_slots(signature: Any) -> list[tuple[str, Any, str]]:
     """(name, type, Python expression reading it from ``args``) of each kernel parameter, in
-    order: constexprs left out, tuples flattened depth-first as the kernel's own parameters."""
+    order: constexprs left out, tuples flattened depth-first as the kernel's own parameters, a
+    tensor descriptor as its base, shape and strides (`host_parts`)."""
     slots: list[tuple[str, Any, str]] = []
 
     def visit(name: str, ty: Any, expression: str) -> None:
         if isinstance(ty, tuple):
             for i, element in enumerate(ty):
                 visit(f"{name}[{i}]", element, f"{expression}[{i}]")
+        elif is_signature(ty):
+            for where, part in host_parts(ty):
+                suffix = "".join(f".{w}" if isinstance(w, str) else f"[{w}]" for w in where)
+                slots.append((name + suffix, part, expression + suffix))
         elif ty != "constexpr":
             slots.append((name, ty, expression))
 
