@@ -18,6 +18,7 @@ from xdsl.ir import SSAValue
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
 
 #: Ops whose tensor operands simply take the result's layout.
@@ -87,14 +88,7 @@ def _element_bytes(value: SSAValue) -> int:
 
 Rule = Callable[[Any, Callable, Callable, Callable], None]
 _RULES: dict[type, Rule] = {}
-
-
-def _rule(*classes: type) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for c in classes:
-            _RULES[c] = fn
-        return fn
-    return register
+_rule = registrar(_RULES)
 
 
 @_rule(*_SAME)

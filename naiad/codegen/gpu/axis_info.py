@@ -18,6 +18,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, TensorType
 from xdsl.ir import SSAValue
 
+from naiad.codegen.gpu.registry import registrar
 from naiad.ir import arith, tt
 
 #: Divisibility of zero (and the cap for everything): as large as an address could need.
@@ -82,14 +83,7 @@ def scalar_divisibility(info: AxisInfo) -> int:
 
 Rule = Callable[[Any, Callable[[SSAValue], AxisInfo], tuple], AxisInfo | None]
 _RULES: dict[type, Rule] = {}
-
-
-def _rule(*classes: type) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for c in classes:
-            _RULES[c] = fn
-        return fn
-    return register
+_rule = registrar(_RULES)
 
 
 @_rule(arith.ConstantOp)

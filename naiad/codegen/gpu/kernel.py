@@ -20,18 +20,12 @@ from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import assign_layouts
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
+from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
 
 #: op class -> rule(kernel, op); filled by the ``ops_*`` modules.
 RULES: dict[type, Callable[["GPUKernel", Any], None]] = {}
-
-
-def rule(*op_classes: type) -> Callable:
-    def register(fn: Callable) -> Callable:
-        for cls in op_classes:
-            RULES[cls] = fn
-        return fn
-    return register
+rule = registrar(RULES)
 
 
 @dataclasses.dataclass
