@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Callable
 
 from naiad import knobs
 from naiad.errors import NaiadError
@@ -64,22 +65,28 @@ def _is_executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
+def _configured_or_searched(tool: str, setting: str | None, usable: Callable[[str], bool],
+                            search: Callable[[], str | None], complaint: str) -> str | None:
+    """The file a knob names (an error when it is not ``usable``), else the search's find;
+    remembered per `_search_key`."""
+    key = _search_key(tool, setting)
+    if key not in _found:
+        if setting is not None and not usable(setting):
+            raise NaiadError(complaint)
+        _found[key] = setting if setting is not None else search()
+    return _found[key]
+
+
 def find_ptxas() -> str | None:
     """The ptxas to compile PTX with, or None when there is none (the driver then JIT-compiles
     PTX).  Remembered for as long as NAIAD_PTXAS_PATH, CUDA_HOME, CUDA_PATH, PATH and sys.path
     stay the same."""
     setting = knobs.nvidia.ptxas_path
-    key = _search_key("ptxas", setting)
-    if key not in _found:
-        if setting is not None:
-            if not _is_executable(setting):
-                raise NaiadError(f"NAIAD_PTXAS_PATH={setting!r} is not an executable file: set it "
-                                 f"to the path of ptxas{_EXE} (e.g. /usr/local/cuda/bin/ptxas{_EXE}), "
-                                 f"or unset it to search the nvidia-cuda-nvcc wheel and CUDA_HOME")
-            _found[key] = setting
-        else:
-            _found[key] = _search_ptxas()
-    return _found[key]
+    return _configured_or_searched(
+        "ptxas", setting, _is_executable, _search_ptxas,
+        f"NAIAD_PTXAS_PATH={setting!r} is not an executable file: set it to the path of "
+        f"ptxas{_EXE} (e.g. /usr/local/cuda/bin/ptxas{_EXE}), or unset it to search the "
+        f"nvidia-cuda-nvcc wheel and CUDA_HOME")
 
 
 def _search_ptxas() -> str | None:
@@ -100,18 +107,11 @@ def _search_ptxas() -> str | None:
 def find_libdevice() -> str | None:
     """libdevice's bitcode (``libdevice.10.bc``), or None; remembered as `find_ptxas` is."""
     setting = knobs.nvidia.libdevice_path
-    key = _search_key("libdevice", setting)
-    if key not in _found:
-        if setting is not None:
-            if not os.path.isfile(setting):
-                raise NaiadError(f"NAIAD_LIBDEVICE_PATH={setting!r} is not a file: set it to the "
-                                 f"path of libdevice.10.bc (e.g. "
-                                 f"/usr/local/cuda/nvvm/libdevice/libdevice.10.bc), or unset it "
-                                 f"to search the nvidia wheels and CUDA_HOME")
-            _found[key] = setting
-        else:
-            _found[key] = _search_libdevice()
-    return _found[key]
+    return _configured_or_searched(
+        "libdevice", setting, os.path.isfile, _search_libdevice,
+        f"NAIAD_LIBDEVICE_PATH={setting!r} is not a file: set it to the path of libdevice.10.bc "
+        f"(e.g. /usr/local/cuda/nvvm/libdevice/libdevice.10.bc), or unset it to search the "
+        f"nvidia wheels and CUDA_HOME")
 
 
 def _search_libdevice() -> str | None:
