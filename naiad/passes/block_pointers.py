@@ -155,15 +155,7 @@ def _rewrite_for(op: Any, tiles: dict, dead: list) -> None:
             types.extend(o.type for o in tile.offsets)
     new_block = Block(arg_types=[old_block.args[0].type] + types)
     old_block.args[0].replace_all_uses_with(new_block.args[0])
-    position = 1
-    for arg, tile in zip(old_block.args[1:], slots):
-        if tile is None:
-            arg.replace_all_uses_with(new_block.args[position])
-            position += 1
-        else:
-            count = len(tile.offsets)
-            tiles[arg] = tile.moved(list(new_block.args[position:position + count]))
-            position += count
+    _bind(old_block.args[1:], slots, list(new_block.args[1:]), tiles)
     for inner in list(old_block.ops):
         inner.detach()
         new_block.add_op(inner)
@@ -185,13 +177,19 @@ def _rewrite_for(op: Any, tiles: dict, dead: list) -> None:
     new_block.insert_op_before(scf.YieldOp(*operands), yield_op)
     yield_op.detach()
     yield_op.erase()
+    _bind(op.results, slots, list(loop.results), tiles)
+    dead.append(op)
+
+
+def _bind(olds: Any, slots: list, news: list, tiles: dict) -> None:
+    """Old loop values onto the new loop's: one for one, or, for a block pointer (its tile in
+    ``slots``), its tile moved to the next offsets."""
     position = 0
-    for result, tile in zip(op.results, slots):
+    for old, tile in zip(olds, slots):
         if tile is None:
-            result.replace_all_uses_with(loop.results[position])
+            old.replace_all_uses_with(news[position])
             position += 1
         else:
             count = len(tile.offsets)
-            tiles[result] = tile.moved(list(loop.results[position:position + count]))
+            tiles[old] = tile.moved(news[position:position + count])
             position += count
-    dead.append(op)

@@ -30,6 +30,13 @@ def _phis(k: GPUKernel, values: list[list[ir.Value]], block: Any) -> list[list[i
     return phis
 
 
+def _add_incoming(phis: list[list[ir.Value]], values: list[list[ir.Value]], block: Any) -> None:
+    """The values a loop's back edge brings to its phis (`_phis` made them with the entry's)."""
+    for row, group in zip(phis, values):
+        for phi, v in zip(row, group):
+            phi.add_incoming(v, block)
+
+
 def _bind(k: GPUKernel, targets: list, values: list[list[ir.Value]], likes: list) -> None:
     """Bind region arguments or results to values held in the layouts of ``likes``."""
     for target, group, like in zip(targets, values, likes):
@@ -67,9 +74,7 @@ def _for(k: GPUKernel, op: Any) -> None:
     terminator = _lower_body(k, body_block)
     yielded = [_flat(k, v, r) for v, r in zip(terminator.operands, op.results)]
     end = b.block
-    for row, values in zip(phis, yielded):
-        for phi, v in zip(row, values):
-            phi.add_incoming(v, end)
+    _add_incoming(phis, yielded, end)
     iv.add_incoming(b.add(iv, step), end)
     b.branch(header)
     b.position_at_end(done)
@@ -127,9 +132,7 @@ def _while(k: GPUKernel, op: Any) -> None:
     terminator = _lower_body(k, after)
     yielded = [_flat(k, v, arg) for v, arg in zip(terminator.operands, before.args)]
     end = b.block
-    for row, values in zip(phis, yielded):
-        for phi, v in zip(row, values):
-            phi.add_incoming(v, end)
+    _add_incoming(phis, yielded, end)
     b.branch(header)
     b.position_at_end(done)
     k._coords.clear()
