@@ -99,6 +99,19 @@ def lower(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return to_storage(ctx, result, op.results[0].type)
 
 
+def scalar_constant(ctx: Lowering, value: Any, mlir_type: Any) -> ir.Value:
+    """A Python number as one element of ``mlir_type``, in its storage type (bf16 as its bits,
+    fp8 through the target's conversion, integers wrapped to their width)."""
+    storage = lt.scalar(mlir_type)
+    if lt.is_bf16(mlir_type):
+        return ir.Constant(lt.I16, lt.bf16_bits(float(value)))
+    if lt.is_fp8(mlir_type):      # encoded by the shared conversion; LLVM folds it
+        return to_storage(ctx, ir.Constant(lt.F32, float(value)), mlir_type)
+    if isinstance(storage, ir.IntType):
+        return ir.Constant(storage, int(value) & ((1 << storage.width) - 1))
+    return ir.Constant(storage, float(value))
+
+
 # -- storage <-> compute -------------------------------------------------------------------
 def to_compute(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
     if lt.is_bf16(mlir_type):

@@ -8,6 +8,9 @@ element-wise rules), ``f16`` is LLVM's ``half``.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, Float64Type,
                                    IntegerType, TensorType)
@@ -113,3 +116,21 @@ def function(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) ->
     if existing is not None:
         return existing
     return ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def bf16_bits(value: float) -> int:
+    """The bf16 nearest to ``value`` (ties to even), rounded once: through the f32 rounded to
+    odd (see `naiad.codegen.elementwise`), as ``value`` may be any Python float."""
+    if math.isnan(value):
+        return 0x7FC0
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    if abs(value) > _F32_MAX:
+        return sign | 0x7F80
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    nearest = struct.unpack("<f", struct.pack("<I", bits))[0]
+    if nearest != value:
+        bits = (bits - 1 if abs(nearest) > abs(value) else bits) | 1
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
+_F32_MAX = 3.4028234663852886e38

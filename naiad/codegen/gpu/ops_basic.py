@@ -32,24 +32,22 @@ def _elementwise(k: GPUKernel, op: Any) -> None:
 
 @rule(arith.ConstantOp)
 def _constant(k: GPUKernel, op: Any) -> None:
-    from naiad.backends.cpu.lowering.kernel import _bf16_bits
-
     result = op.results[0]
     attr = op.value
     if not is_tensor(result):
-        k.env[result] = _scalar_constant(k, attr.value.data, result.type, _bf16_bits)
+        k.env[result] = elementwise.scalar_constant(k.ctx(), attr.value.data, result.type)
         return
     data = attr.get_values() if hasattr(attr, "get_values") else [attr.value.data]
     layout = k.layout_of(result)
     shape = shape_of(result)
     if len(set(data)) == 1:
-        value = _scalar_constant(k, data[0], result.type, _bf16_bits)
+        value = elementwise.scalar_constant(k.ctx(), data[0], result.type)
         k.define(result, [value] * L.element_count(layout, shape))
         return
     # distinct elements: a constant table in global memory, read at each element's index
     storage = lt.scalar(result.type)
     stored = lt.I8 if storage == lt.I1 else storage
-    items = [_scalar_constant(k, v, result.type, _bf16_bits) for v in data]
+    items = [elementwise.scalar_constant(k.ctx(), v, result.type) for v in data]
     if stored != storage:
         items = [ir.Constant(stored, int(v.constant)) for v in items]
     table_type = ir.ArrayType(stored, len(items))
@@ -64,17 +62,6 @@ def _constant(k: GPUKernel, op: Any) -> None:
         v = k.b.load(ptr, typ=stored)
         values.append(k.b.trunc(v, lt.I1) if stored != storage else v)
     k.define(result, values)
-
-
-def _scalar_constant(k: GPUKernel, value: Any, mlir_type: Any, bf16_bits: Any) -> ir.Value:
-    storage = lt.scalar(mlir_type)
-    if lt.is_bf16(mlir_type):
-        return ir.Constant(lt.I16, bf16_bits(float(value)))
-    if lt.is_fp8(mlir_type):
-        return elementwise.to_storage(k.ctx(), ir.Constant(lt.F32, float(value)), mlir_type)
-    if isinstance(storage, ir.IntType):
-        return ir.Constant(storage, int(value) & ((1 << storage.width) - 1))
-    return ir.Constant(storage, float(value))
 
 
 @rule(tt.MakeRangeOp)

@@ -30,10 +30,7 @@ def combine(k: GPUKernel, region: Any, left: Sequence[ir.Value], right: Sequence
         if op is block.last_op:
             return [env[v] for v in op.operands]
         if isinstance(op, arith.ConstantOp):
-            from naiad.codegen.gpu.ops_basic import _scalar_constant
-            from naiad.backends.cpu.lowering.kernel import _bf16_bits
-
-            env[op.results[0]] = _scalar_constant(k, op.value.value.data, op.results[0].type, _bf16_bits)
+            env[op.results[0]] = elementwise.scalar_constant(ctx, op.value.value.data, op.results[0].type)
             continue
         if type(op) not in elementwise.RULES:
             raise NotImplementedError(f"{op.name} in a combine function is not supported by the "

@@ -15,8 +15,6 @@ Calls of ``noinline`` functions are inlined as they are lowered.
 from __future__ import annotations
 
 import contextlib
-import math
-import struct
 from typing import Any, Callable, Iterator
 
 import llvmlite.ir as ir
@@ -174,15 +172,7 @@ class KernelLowering:
         return held
 
     def scalar_constant(self, value: Any, mlir_elem: Any) -> ir.Value:
-        storage = lt.scalar(mlir_elem)
-        if lt.is_bf16(mlir_elem):
-            return ir.Constant(lt.I16, _bf16_bits(float(value)))
-        if lt.is_fp8(mlir_elem):      # encoded by the shared conversion; LLVM folds it
-            return elementwise.to_storage(self.ctx(1), ir.Constant(lt.F32, float(value)), mlir_elem)
-        if isinstance(storage, ir.IntType):
-            v = int(value) & ((1 << storage.width) - 1)
-            return ir.Constant(storage, v)
-        return ir.Constant(storage, float(value))
+        return elementwise.scalar_constant(self.ctx(1), value, mlir_elem)
 
     def constant_value(self, value: SSAValue) -> int | None:
         """The integer a value is known to hold everywhere (constants and their splats)."""
@@ -410,24 +400,6 @@ class KernelLowering:
         if isinstance(op, tt.LoadOp):
             return memory.load_chunk(self, op, index, lanes)
         raise NotImplementedError(f"the CPU backend cannot evaluate {op.name} lazily")
-
-
-def _bf16_bits(value: float) -> int:
-    """The bf16 nearest to ``value`` (ties to even), rounded once: through the f32 rounded to
-    odd (see `naiad.codegen.elementwise`), as ``value`` may be any Python float."""
-    if math.isnan(value):
-        return 0x7FC0
-    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
-    if abs(value) > _F32_MAX:
-        return sign | 0x7F80
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    nearest = struct.unpack("<f", struct.pack("<I", bits))[0]
-    if nearest != value:
-        bits = (bits - 1 if abs(nearest) > abs(value) else bits) | 1
-    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-
-
-_F32_MAX = 3.4028234663852886e38
 
 
 def _used_after(value: SSAValue, op: Any) -> bool:
