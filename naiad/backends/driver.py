@@ -11,6 +11,7 @@ only in `DriverBase.get_active_torch_device`, which may return None.
 
 from __future__ import annotations
 
+import struct
 from abc import ABCMeta, abstractmethod
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
@@ -149,6 +150,15 @@ def sample_quantiles(sorted_times: Sequence[float], quantiles: Sequence[float]) 
         high = min(low + 1, len(sorted_times) - 1)
         result.append(sorted_times[low] + (sorted_times[high] - sorted_times[low]) * (position - low))
     return result
+
+
+def bf16_bits(value: float) -> int:
+    """A bf16 scalar argument's 16 bits, for launchers: the float rounded to f32, then to the
+    nearest bf16 (ties to even); NaN stays NaN."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    if value != value:
+        return (bits >> 16) | 0x40
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 class DriverUtils:

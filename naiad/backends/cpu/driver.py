@@ -20,7 +20,7 @@ from naiad import knobs
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.cpu import runtime
 from naiad.backends.cpu.target import host_target
-from naiad.backends.driver import DriverBase, sample_quantiles
+from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.array_address import numpy_address
@@ -220,14 +220,6 @@ def _argument(args: Sequence[Any], path: tuple) -> Any:
     for i in path[1:]:
         value = getattr(value, i) if isinstance(i, str) else value[i]
     return value
-
-
-def bf16_bits(value: float) -> int:
-    """The bfloat16 nearest to ``value`` (ties to even), as its 16 bits; NaN stays NaN."""
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    if value != value:
-        return (bits >> 16) | 0x40
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def array_extent(array: Any) -> tuple[int, int, int]:

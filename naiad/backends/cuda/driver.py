@@ -21,7 +21,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.driver import DriverBase, sample_quantiles
+from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
 from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.tensor_wrapper import TensorWrapper
@@ -593,15 +593,6 @@ def kernel_slots(signature: Any) -> list[tuple[str, Any, str]]:
     for i, (name, ty) in enumerate(items):
         visit(name, ty, f"args[{i}]")
     return slots
-
-
-def bf16_bits(value: float) -> int:
-    """The bfloat16 nearest to ``value`` (ties to even), as its 16 bits; NaN stays NaN (the CPU
-    driver's rule, repeated here so that this backend imports nothing of another)."""
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    if value != value:
-        return (bits >> 16) | 0x40
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 class CUDALauncher:
