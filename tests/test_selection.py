@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import naiad
@@ -78,9 +79,30 @@ def test_set_backend_picks_it(registry, plugins):
     assert selection.select() is registry["first"]
 
 
-def test_set_backend_wins_over_the_arguments_device(registry, host, cuda):
+def test_set_backend_wins_over_the_device_rules(registry, plugins):
+    plugins.add("first", device="cpu")
+    plugins.add("second", device="cpu")
+    naiad.set_backend("second")
+    assert selection.select([np.zeros(3)]) is registry["second"]
+
+
+def test_a_chosen_backend_is_not_handed_another_devices_memory(registry, host, cuda):
     naiad.set_backend("hostbe")
-    assert selection.select([CudaArray()]) is registry["hostbe"]
+    with pytest.raises(BackendSelectionError, match=r"backend 'hostbe' was chosen, but the kernel's "
+                       r"arguments live in cuda memory and it runs on cpu -- fix: move"):
+        selection.select([CudaArray()])
+    assert selection.select([np.zeros(3)]) is registry["hostbe"]
+
+
+def test_a_tensor_descriptor_lives_where_its_base_does(registry, host, cuda):
+    from naiad.compat.tensor_descriptor import TensorDescriptor
+
+    class Descriptor:          # duck-typed like TensorDescriptor: base and block_shape
+        base, block_shape = CudaArray(), [4]
+    assert selection.device_type_of(Descriptor()) == "cuda"
+    assert selection.select([Descriptor()]) is registry["cudabe"]
+    host_descriptor = TensorDescriptor.from_tensor(np.zeros((4, 8), np.float32), [2, 8])
+    assert selection.select([host_descriptor]) is registry["hostbe"]
 
 
 def test_set_backend_as_context_manager_restores_the_previous_choice(registry, plugins):

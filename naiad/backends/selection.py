@@ -38,8 +38,10 @@ def device_type_of(arg: Any) -> str | None:
 
     Checked without importing torch or numpy: torch tensors by ``.device.type``, CUDA arrays by
     ``__cuda_array_interface__``, DLPack producers by ``__dlpack_device__``, host arrays by
-    ``__array_interface__``.
+    ``__array_interface__``; a tensor descriptor (``base`` and ``block_shape``) by its base.
     """
+    if hasattr(arg, "block_shape") and hasattr(arg, "base"):
+        return device_type_of(arg.base)
     device = getattr(arg, "device", None)
     if device is not None and hasattr(arg, "data_ptr"):
         kind = getattr(device, "type", None)
@@ -179,10 +181,11 @@ def state_reader(*more: tuple[knobs.KnobGroup, tuple[str, ...]]) -> Callable[[],
 
 def _select(devices: tuple[str, ...]) -> Backend:
     if _choice is not None:
-        return _require(_choice, f"the backend chosen with naiad.set_backend({_choice!r})")
+        return _reaches(_require(_choice, f"the backend chosen with naiad.set_backend({_choice!r})"),
+                        devices)
     default = knobs.backends.default
     if default:
-        return _require(default, f"NAIAD_DEFAULT_BACKEND={default}")
+        return _reaches(_require(default, f"NAIAD_DEFAULT_BACKEND={default}"), devices)
     if len(devices) > 1:
         raise _error(f"the kernel's arguments live on different devices ({', '.join(devices)}) -- "
                      f"fix: move them to one device")
@@ -196,6 +199,18 @@ def _select(devices: tuple[str, ...]) -> Backend:
                      f"fix: pick one with naiad.set_backend(name) or NAIAD_DEFAULT_BACKEND")
     raise _error(f"no active backend runs on {device} memory -- fix: install or enable one, "
                  f"or move the arguments to a device listed below")
+
+
+def _reaches(backend: Backend, devices: tuple[str, ...]) -> Backend:
+    """``backend`` when it runs on the memory of every array argument: a backend chosen by name
+    must not be handed another device's addresses (the kernel would fault or crash)."""
+    foreign = [d for d in devices if d not in backend.driver.device_types]
+    if foreign:
+        raise _error(f"backend {backend.name!r} was chosen, but the kernel's arguments live in "
+                     f"{', '.join(foreign)} memory and it runs on "
+                     f"{', '.join(backend.driver.device_types)} -- fix: move the arguments "
+                     f"there, or choose a backend that runs on {', '.join(foreign)}")
+    return backend
 
 
 _drivers: dict[str, DriverBase] = {}
