@@ -105,25 +105,32 @@ def _minimum(a, b):
 
 @jit
 def _argmax_left(v1, i1, v2, i2):
-    take_first = (v1 > v2) | ((v1 == v2) & (i1 < i2))
+    """NaN counts as missing (below every number, as `max` ignores it): the result must not
+    depend on the order a backend combines in (a GPU combines as a tree)."""
+    nan1, nan2 = v1 != v1, v2 != v2
+    tie = ((v1 == v2) | (nan1 & nan2)) & (i1 < i2)
+    take_first = (v1 > v2) | (nan2 & (v1 == v1)) | tie
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
 @jit
 def _argmax_fast(v1, i1, v2, i2):
-    take_first = v1 > v2
+    take_first = (v1 > v2) | ((v2 != v2) & (v1 == v1))
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
 @jit
 def _argmin_left(v1, i1, v2, i2):
-    take_first = (v1 < v2) | ((v1 == v2) & (i1 < i2))
+    """NaN counts as missing, as in `_argmax_left`."""
+    nan1, nan2 = v1 != v1, v2 != v2
+    tie = ((v1 == v2) | (nan1 & nan2)) & (i1 < i2)
+    take_first = (v1 < v2) | (nan2 & (v1 == v1)) | tie
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
 @jit
 def _argmin_fast(v1, i1, v2, i2):
-    take_first = v1 < v2
+    take_first = (v1 < v2) | ((v2 != v2) & (v1 == v1))
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 

@@ -219,3 +219,25 @@ def test_narrow_cumsum_promotes(name, out_type):
     out = np.zeros(64, out_type)
     narrow_scan_kernel[(1,)](to_kernel(x, name), out, BLOCK=64)
     np.testing.assert_allclose(out, np.cumsum(x.astype(out_type)), rtol=1e-5)
+
+
+@naiad.jit
+def arg_nan_kernel(x, out_max, out_min, N: tl.constexpr, TIE_LEFT: tl.constexpr):
+    v = tl.load(x + tl.arange(0, N))
+    tl.store(out_max, tl.argmax(v, axis=0, tie_break_left=TIE_LEFT))
+    tl.store(out_min, tl.argmin(v, axis=0, tie_break_left=TIE_LEFT))
+
+
+@pytest.mark.parametrize("tie_left", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_arg_reductions_skip_nan_wherever_it_is(seed, tie_left):
+    """NaN is a missing value (as for tl.max): numpy's nanargmax/nanargmin for every NaN
+    placement, so that the answer does not hang on the order the combine runs in."""
+    rng = np.random.default_rng(seed)
+    x = rng.permutation(np.arange(16, dtype=np.float32))
+    x[rng.random(16) < 0.5] = np.nan
+    x[rng.integers(0, 16)] = 100.0
+    x[rng.integers(0, 16)] = -100.0
+    out_max, out_min = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    arg_nan_kernel[(1,)](x, out_max, out_min, N=16, TIE_LEFT=tie_left)
+    assert (out_max[0], out_min[0]) == (np.nanargmax(x), np.nanargmin(x)), x

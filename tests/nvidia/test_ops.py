@@ -744,6 +744,27 @@ def test_arg_reduction_ties_take_the_first_index(op, axis):
     np.testing.assert_array_equal(out.cpu().numpy(), ref.astype(np.int32))
 
 
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_arg_reductions_skip_nan(op, axis, num_warps):
+    """NaN is a missing value (as for tl.max): numpy's nanargmax/nanargmin, whatever the order
+    the warps combine in; ties (small integers) still take the first index."""
+    import numpy as np
+
+    data = np.random.default_rng(25).integers(0, 4, (16, 32)).astype(np.float32)
+    data[np.random.default_rng(26).random((16, 32)) < 0.3] = np.nan
+    data[:, 0] = np.nan                      # a NaN first in every row and column ...
+    data[0, :] = np.nan
+    data[1, 0] = data[0, 1] = 2.0            # ... but no row or column of NaN alone
+    out_shape = {0: (32,), 1: (16,), -1: ()}[axis]
+    out = torch.empty(out_shape, dtype=torch.int32, device="cuda")
+    reduce_kernel[(1,)](torch.from_numpy(data).cuda(), out, M=16, N=32, AXIS=axis, OP=op,
+                        num_warps=num_warps)
+    ref = getattr(np, f"nan{op}")(data.reshape(-1) if axis == -1 else data, axis=0 if axis == -1 else axis)
+    np.testing.assert_array_equal(out.cpu().numpy(), ref.astype(np.int32))
+
+
 for _name, _op, _axis, _warps in (("float32", "sum", 1, 4), ("float32", "max", 0, 8),
                                   ("int32", "argmax", 1, 4), ("float32", "argmin", -1, 1),
                                   ("int8", "sum", 0, 4), ("float16", "max", 1, 4)):
