@@ -44,11 +44,11 @@ def _recursive(funcs: dict[str, tt.FuncOp]) -> set[str]:
     return {name for name in graph if reaches(name)}
 
 
-def _inlinable(callee: tt.FuncOp | None, recursive: set[str]) -> bool:
+def _inlinable(callee: tt.FuncOp | None, recursive: set[str], noinline_too: bool) -> bool:
     if callee is None or callee.sym_name.data in recursive:
         return False
     noinline = callee.noinline
-    if noinline is not None and noinline.value.data:
+    if noinline is not None and noinline.value.data and not noinline_too:
         return False
     body = callee.body
     return len(body.blocks) == 1 and isinstance(body.block.last_op, tt.ReturnOp)
@@ -66,13 +66,16 @@ def inline_call(call: tt.CallOp, callee: tt.FuncOp) -> None:
         parent.insert_op_before(op.clone(value_mapper=mapping), call)
 
 
-def inline(module: Operation) -> bool:
-    """Inline every inlinable call in `module`, then drop unused private functions."""
+def inline(module: Operation, noinline_too: bool = False) -> bool:
+    """Inline every inlinable call in `module`, then drop unused private functions.
+
+    ``noinline_too`` inlines functions marked ``noinline`` as well: for a backend whose lowering
+    has no calls (the result is the same; only the code size differs)."""
     funcs = functions(module)
     recursive = _recursive(funcs)
     changed = False
     while calls := [op for op in module.walk() if isinstance(op, tt.CallOp)
-                    and _inlinable(funcs.get(op.callee.string_value()), recursive)]:
+                    and _inlinable(funcs.get(op.callee.string_value()), recursive, noinline_too)]:
         for call in calls:
             inline_call(call, funcs[call.callee.string_value()])
         changed = True

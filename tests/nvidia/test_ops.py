@@ -1193,6 +1193,35 @@ compile_case("while", while_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "step
 compile_case("if", if_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "mode": "i32"}, {"BLOCK": 128})
 
 
+@naiad.jit(noinline=True)
+def _scaled_rows(x, scale):
+    return x * scale + tl.sum(x, axis=1)[:, None]
+
+
+@naiad.jit
+def noinline_assume_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    tl.assume(n > 0)                        # a fact for LLVM, no code
+    rows = tl.arange(0, 8)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    m = (cols < n) & (rows < 8)
+    x = tl.load(x_ptr + rows * n + cols, mask=m, other=0.0)
+    tl.store(out_ptr + rows * n + cols, _scaled_rows(x, scale), mask=m)
+
+
+compile_case("noinline-assume", noinline_assume_kernel,
+             {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "scale": "fp32"}, {"BLOCK": 64})
+
+
+@pytest.mark.parametrize("n", [1, 50, 64])
+def test_noinline_function_and_assume(n):
+    """A ``noinline`` device function gives the same values as an inlined one (the cuda backend
+    inlines it: its lowering has no calls); ``tl.assume`` changes nothing."""
+    x = rand("float32", (8, n), -4, 4, seed=35)
+    out = torch.full((8, n), 9.0, device="cuda")
+    noinline_assume_kernel[(1,)](x, out, n, 1.5, BLOCK=64)
+    assert_same(out, x * 1.5 + x.sum(1, keepdim=True), 1e-5, 1e-5)
+
+
 # == dot ===========================================================================================
 @naiad.jit
 def dot_kernel(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,

@@ -106,11 +106,15 @@ class CUDABackend(BaseBackend):
 
 def _make_ttir(module: Any) -> Any:
     """The shared pipeline, then block pointers (and the tensor descriptors built on them) as
-    tensors of pointers with masks: the GPU lowering has no TMA path yet."""
+    tensors of pointers with masks: the GPU lowering has no TMA path yet.  ``noinline``
+    functions are inlined too: the GPU lowering has no calls yet."""
     from naiad.passes import run_passes, run_ttir_pipeline
     from naiad.passes.block_pointers import rewrite_block_pointers
+    from naiad.passes.inline import inline
 
     run_ttir_pipeline(module)
+    if inline(module, noinline_too=True):
+        run_passes(module, ("canonicalize", "cse", "dce"))
     if rewrite_block_pointers(module):
         run_passes(module, ("cse", "dce"))
         module.verify()

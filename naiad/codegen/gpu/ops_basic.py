@@ -95,6 +95,15 @@ def _barrier(k: GPUKernel, op: Any) -> None:
     k.hooks.barrier(k.b)
 
 
+@rule(tt.AssumeOp)
+def _assume(k: GPUKernel, op: Any) -> None:
+    """``tl.assume(cond)``: a fact LLVM may use (``llvm.assume``), no code."""
+    module = k.b.module
+    assume = module.globals.get("llvm.assume") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [lt.I1]), "llvm.assume")
+    k.b.call(assume, [k.scalar(op.condition)])
+
+
 @rule(tt.ReturnOp)
 def _return(k: GPUKernel, op: Any) -> None:
     k.b.ret_void()
