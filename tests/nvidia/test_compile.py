@@ -302,7 +302,7 @@ def unsupported_kernel(x_ptr, b_ptr, out_ptr, WHAT: tl.constexpr):
 
 
 #: What the GPU lowering does not support yet -> what its error must name.
-UNSUPPORTED = {"print": "tt.print", "bf16_atomic": "bf16"}
+UNSUPPORTED = {"print": "tt.print"}
 
 
 @pytest.mark.parametrize("what", list(UNSUPPORTED))

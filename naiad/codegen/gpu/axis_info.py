@@ -5,7 +5,8 @@ along the dimension are consecutive integers (addresses one element apart); *div
 the first element of each run is a multiple of this (bytes, for pointers); *constancy* -- runs
 of this many elements are equal.  Loads and stores use it to move 128 bits per instruction: a
 thread's consecutive elements are one vector access when the pointer runs are long enough and
-aligned, and the mask is constant over them.  Unknown values get (1, 1, 1).
+aligned, and the mask is constant over them.  Unknown values get (1, 1, 1); the hints
+`tl.multiple_of`, `tl.max_contiguous` and `tl.max_constancy` replace what is derived.
 """
 
 from __future__ import annotations
@@ -61,13 +62,29 @@ def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
             div = math.gcd(scalar_divisibility(lb), scalar_divisibility(step))
             infos[op.body.block.args[0]] = AxisInfo((), (div,), ())
         rule = _RULES.get(type(op))
-        if rule is None or not op.results:
+        if not op.results:
             continue
         result = op.results[0]
-        info = rule(op, lambda v: _get(infos, v), _shape(result))
+        info = rule(op, lambda v: _get(infos, v), _shape(result)) if rule is not None else None
+        info = _hinted(op, info, _shape(result))
         if info is not None:
             infos[result] = info
     return infos
+
+
+#: Hint attribute (``tl.multiple_of``, ``tl.max_contiguous``, ``tl.max_constancy``) -> the field
+#: of `AxisInfo` it gives.
+_HINTS = {"tt.divisibility": "divisibility", "tt.contiguity": "contiguity", "tt.constancy": "constancy"}
+
+
+def _hinted(op: Any, info: AxisInfo | None, shape: tuple) -> AxisInfo | None:
+    """``info`` with the programmer's hints on ``op`` in place of what was derived, as Triton
+    takes them (a scalar has only a divisibility)."""
+    hints = {field: tuple(op.attributes[name].get_values()) for name, field in _HINTS.items()
+             if name in op.attributes and (shape or field == "divisibility")}
+    if not hints:
+        return info
+    return dataclasses.replace(info or AxisInfo.unknown(len(shape)), **hints)
 
 
 def _get(infos: dict[SSAValue, AxisInfo], value: SSAValue) -> AxisInfo:

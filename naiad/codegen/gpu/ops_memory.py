@@ -5,6 +5,12 @@ information proves the pointers consecutive and aligned and the mask constant ov
 (`_vector_width`); a masked access is a branch around it, which ptxas turns into a predicate.
 Elements several threads hold (a layout wider than its tensor) are stored by all of them (the
 same value) but updated atomically only by their owner (`GPUKernel.owner`).
+
+Plain accesses are LLVM loads and stores (they vectorize and optimize well); one with a cache
+modifier or an eviction policy, and every atomic, is one PTX instruction (`ptx_asm`), as Triton
+emits it: ``ld.global.cg.v4.b32``, ``st.global.L1::evict_first.b32``,
+``atom.global.gpu.acq_rel.add.f32``, ``atom.global.acquire.gpu.cas.b64``.  LLVM's own atomics
+would not do: it may move plain loads across a ``release`` cmpxchg, and has no bf16 add.
 """
 
 from __future__ import annotations
@@ -16,12 +22,20 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
+from naiad.codegen.gpu.ptx_asm import asm, from_bits, to_bits
 from naiad.ir import tt
 
-_RMW = {"add": "add", "fadd": "fadd", "and": "and", "or": "or", "xor": "xor", "max": "max",
-        "min": "min", "umax": "umax", "umin": "umin", "exch": "xchg"}
-_ORDERING = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
-             "acq_rel": "acq_rel"}
+#: tt.atomic_rmw kind -> the PTX operation and how it reads the bits (b: bits, s: signed,
+#: u: unsigned, f: float).  Integer add is the same on signed and unsigned bits.
+_ATOM = {"add": ("add", "u"), "fadd": ("add", "f"), "and": ("and", "b"), "or": ("or", "b"),
+         "xor": ("xor", "b"), "max": ("max", "s"), "min": ("min", "s"), "umax": ("max", "u"),
+         "umin": ("min", "u"), "exch": ("exch", "b")}
+#: Float types of ``atom.add`` (the 16-bit ones only without flushing subnormals; bf16 on sm_90).
+_FLOAT_ADD = {"f16": "noftz.f16", "bf16": "noftz.bf16", "f32": "f32", "f64": "f64"}
+#: Cache modifiers PTX has for loads and for stores; others (``.wb`` on a load) change nothing,
+#: as in Triton, and the access stays plain.
+_LOAD_CACHE = {"ca", "cg", "cs", "cv"}
+_STORE_CACHE = {"wb", "cg", "cs", "wt"}
 
 
 def memory_type(mlir_type: Any) -> ir.Type:
@@ -90,20 +104,22 @@ def _load(k: GPUKernel, op: Any) -> None:
     result = op.results[0]
     element = memory_type(result.type)
     storage = lt.scalar(result.type)
+    nbytes = lt.byte_size(element)
+    zero = _zero(element)
+    qualifiers = _qualifiers(k, op, _LOAD_CACHE)
     if not is_tensor(result):
         mask = k.scalar(op.mask) if op.mask is not None else None
-        other = k.scalar(op.other) if op.other is not None else ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
-        value = _guarded(k, mask, lambda: k.b.load(_global(k, k.scalar(op.ptr)), typ=element), other)
+        other = _to_memory(k, k.scalar(op.other), storage) if op.other is not None else zero
+        address = k.scalar(op.ptr)
+        value = _guarded(k, mask, lambda: _read(k, address, element, nbytes, qualifiers), other)
         k.env[result] = _from_memory(k, value, storage)
         return
     layout, shape = k.layout_of(result), shape_of(result)
     pointers = k.tensor(op.ptr, layout).values
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
     others = k.tensor(op.other, layout).values if op.other is not None else None
-    nbytes = lt.byte_size(element)
     width = _vector_width(k, op, layout, shape, nbytes)
     values: list[ir.Value] = []
-    zero = ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
     for group in _groups(len(pointers), width):
         n = len(group)
         first = group[0]
@@ -113,12 +129,8 @@ def _load(k: GPUKernel, op: Any) -> None:
         else:
             fallback = ir.Constant(vtype, None) if n > 1 else zero
         mask = masks[first] if masks is not None else None
-
-        def load(first: int = first, vtype: ir.Type = vtype, n: int = n) -> ir.Value:
-            v = k.b.load(_global(k, pointers[first]), typ=vtype)
-            v.align = nbytes * n
-            return v
-        loaded = _guarded(k, mask, load, fallback)
+        loaded = _guarded(k, mask, lambda a=pointers[first], t=vtype: _read(k, a, t, nbytes, qualifiers),
+                          fallback)
         parts = [k.b.extract_element(loaded, ir.Constant(lt.I32, j)) for j in range(n)] if n > 1 else [loaded]
         values.extend(_from_memory(k, p, storage) for p in parts)
     k.define(result, values)
@@ -129,30 +141,103 @@ def _store(k: GPUKernel, op: Any) -> None:
     value_type = op.value.type
     element = memory_type(value_type)
     storage = lt.scalar(value_type)
+    nbytes = lt.byte_size(element)
+    qualifiers = _qualifiers(k, op, _STORE_CACHE)
     if not is_tensor(op.ptr):
         mask = k.scalar(op.mask) if op.mask is not None else None
-        pointer, value = k.scalar(op.ptr), _to_memory(k, k.scalar(op.value), storage)
+        address, value = k.scalar(op.ptr), _to_memory(k, k.scalar(op.value), storage)
         owner = k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))
         condition = k.b.and_(owner, mask) if mask is not None else owner
-        _when(k, condition, lambda: k.b.store(value, _global(k, pointer)))
+        _when(k, condition, lambda: _write(k, address, value, nbytes, qualifiers))
         return
     layout = k.layout_of(op.ptr)
     shape = shape_of(op.ptr)
     pointers = k.tensor(op.ptr, layout).values
     values = [_to_memory(k, v, storage) for v in k.tensor(op.value, layout).values]
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
-    nbytes = lt.byte_size(element)
     width = _vector_width(k, op, layout, shape, nbytes)
     for group in _groups(len(pointers), width):
         n = len(group)
         first = group[0]
-        vtype = ir.VectorType(element, n) if n > 1 else element
-        packed = _pack(k, [values[i] for i in group], vtype)
+        packed = _pack(k, [values[i] for i in group], ir.VectorType(element, n) if n > 1 else element)
+        _when(k, masks[first] if masks is not None else None,
+              lambda a=pointers[first], v=packed: _write(k, a, v, nbytes, qualifiers))
 
-        def store(first: int = first, packed: ir.Value = packed, n: int = n) -> None:
-            s = k.b.store(packed, _global(k, pointers[first]))
-            s.align = nbytes * n
-        _when(k, masks[first] if masks is not None else None, store)
+
+def _qualifiers(k: GPUKernel, op: Any, caches: set[str]) -> tuple[str, list[ir.Value]] | None:
+    """The PTX qualifiers of ``op``'s cache modifier and eviction policy, with the L2 policy
+    operand an eviction policy needs (Triton's: ``L1::evict_*`` plus a ``createpolicy`` of the
+    same priority for L2); None for a plain access.  PTX takes an L1 eviction priority only
+    without a cache modifier: with both, the policy reaches L2 alone."""
+    cache = op.cache.data.value
+    cache = cache if cache in caches else None
+    evict = op.evict.data.value
+    evict = None if evict == "evict_normal" else evict
+    if cache is None and evict is None:
+        return None
+    text = f".{cache}" if cache else f".L1::{evict}"
+    if evict is None:
+        return text, []
+    policy = asm(k.b, f"createpolicy.fractional.L2::{evict}.b64 $0, 1.0;", [lt.I64], [], effects=False)
+    return text + ".L2::cache_hint", [policy]
+
+
+def _words(nbytes: int, n: int) -> tuple[int, int]:
+    """``n`` elements of ``nbytes`` as PTX moves them: (how many words, bits per word), words of
+    32 bits or of one element where elements are wider (``.v4.b32``, ``.v2.b64``, ``.b16``)."""
+    total = 8 * nbytes * n
+    bits = min(total, max(32, 8 * nbytes))
+    return total // bits, bits
+
+
+def _word_type(bits: int, count: int) -> ir.Type:
+    return ir.VectorType(ir.IntType(bits), count) if count > 1 else ir.IntType(bits)
+
+
+def _operands(first: int, count: int) -> str:
+    names = ", ".join(f"${first + i}" for i in range(count))
+    return "{" + names + "}" if count > 1 else names
+
+
+def _read(k: GPUKernel, address: ir.Value, vtype: ir.Type, nbytes: int,
+          qualifiers: tuple[str, list[ir.Value]] | None) -> ir.Value:
+    """One access of ``vtype`` (an element or a vector of them) at ``address``."""
+    n = vtype.count if isinstance(vtype, ir.VectorType) else 1
+    if qualifiers is None:
+        v = k.b.load(_global(k, address), typ=vtype)
+        v.align = nbytes * n
+        return v
+    text, policy = qualifiers
+    count, bits = _words(nbytes, n)
+    register = ir.IntType(max(16, bits))          # PTX has no 8-bit registers
+    vec = f".v{count}" if count > 1 else ""
+    hint = f", ${count + 1}" if policy else ""
+    out = asm(k.b, f"ld.global{text}{vec}.b{bits} {_operands(0, count)}, [${count}]{hint};",
+              [register] * count, [address, *policy])
+    words = [out] if count == 1 else [k.b.extract_value(out, i) for i in range(count)]
+    words = [k.b.trunc(w, ir.IntType(bits)) if bits < 16 else w for w in words]
+    packed = _pack(k, words, _word_type(bits, count))
+    return packed if packed.type == vtype else k.b.bitcast(packed, vtype)
+
+
+def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int,
+           qualifiers: tuple[str, list[ir.Value]] | None) -> None:
+    """One store of ``value`` (an element or a vector of them) at ``address``."""
+    n = value.type.count if isinstance(value.type, ir.VectorType) else 1
+    if qualifiers is None:
+        s = k.b.store(value, _global(k, address))
+        s.align = nbytes * n
+        return
+    text, policy = qualifiers
+    count, bits = _words(nbytes, n)
+    wtype = _word_type(bits, count)
+    word = value if value.type == wtype else k.b.bitcast(value, wtype)
+    words = [word] if count == 1 else [k.b.extract_element(word, ir.Constant(lt.I32, i)) for i in range(count)]
+    words = [k.b.zext(w, lt.I16) if bits < 16 else w for w in words]
+    vec = f".v{count}" if count > 1 else ""
+    hint = f", ${count + 1}" if policy else ""
+    asm(k.b, f"st.global{text}{vec}.b{bits} [$0], {_operands(1, count)}{hint};", [],
+        [address, *words, *policy])
 
 
 def _pack(k: GPUKernel, values: list[ir.Value], vtype: ir.Type) -> ir.Value:
@@ -173,10 +258,14 @@ def _from_memory(k: GPUKernel, value: ir.Value, storage: ir.Type) -> ir.Value:
 
 
 def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:
-    """``emit(address, operands..., mask)`` per element, by each element's owner only; the
-    result reaches the threads that share the element through shared memory."""
+    """``emit(owner, address, operands..., mask)`` per element, by each element's owner only;
+    the result reaches the threads that share the element through shared memory.  A scalar
+    atomic that releases waits at a barrier first, as in Triton: thread 0's release then also
+    publishes what the other threads of the program wrote before it (a lock's critical section)."""
     result = op.results[0]
     if not is_tensor(result):
+        if op.sem.data.value in ("release", "acq_rel"):
+            k.hooks.barrier(k.b)
         owner = k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))
         value = emit(owner, *[k.scalar(v) for v in op.operands])
         k.env[result] = k.broadcast_from_thread0(value)
@@ -190,37 +279,87 @@ def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:
 
 @rule(tt.AtomicRMWOp)
 def _atomic_rmw(k: GPUKernel, op: Any) -> None:
-    kind = _RMW[op.atomic_rmw_op.data.value]
-    ordering = _ORDERING[op.sem.data.value]
+    """``atom.global.<scope>.<sem>.<op>.<type>``; a masked-off element is not touched (its
+    result is 0)."""
+    operation, kind = _ATOM[op.atomic_rmw_op.data.value]
+    ptx_type = _rmw_type(op.atomic_rmw_op.data.value, kind, op.val.type)
+    text = f"atom.global.{op.scope.data.value}.{op.sem.data.value}.{operation}.{ptx_type} $0, [$1], $2;"
     element = lt.scalar(op.val.type)
     has_mask = op.mask is not None
-    if lt.is_bf16(op.val.type):
-        raise NotImplementedError("bf16 atomics are not supported by the GPU lowering yet")
 
     def emit(owner: ir.Value, address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
         condition = k.b.and_(owner, mask[0]) if has_mask else owner
-        zero = ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
-        return _guarded(k, condition, lambda: k.b.atomic_rmw(kind, _global(k, address), value, ordering), zero)
+        bits = to_bits(k.b, value)
+        return _guarded(k, condition, lambda: from_bits(k.b, asm(k.b, text, [bits.type], [address, bits]), element),
+                        _zero(element))
 
     _atomic(k, op, emit)
+
+
+def _rmw_type(name: str, kind: str, mlir_type: Any) -> str:
+    """The PTX type of an ``atom`` of ``name`` on ``mlir_type`` (``u32``, ``noftz.bf16``...); an
+    operation PTX does not have on the type (an integer op on floats, say) is not supported."""
+    width = 8 * lt.byte_size(lt.scalar(mlir_type))
+    floating = lt.is_float(mlir_type)
+    if kind == "f":
+        ptx_type = _FLOAT_ADD.get("bf16" if lt.is_bf16(mlir_type) else f"f{width}") if floating else None
+        if ptx_type is not None:
+            return ptx_type
+    elif width >= 32 and (kind == "b" or not floating):
+        return f"{kind}{width}"
+    raise NotImplementedError(f"tt.atomic_rmw {name} on {lt.element(mlir_type)} is not supported by "
+                              f"the GPU lowering")
 
 
 @rule(tt.AtomicCASOp)
 def _atomic_cas(k: GPUKernel, op: Any) -> None:
-    ordering = _ORDERING[op.sem.data.value]
+    """``atom.global.<sem>.<scope>.cas.b<N>`` on the bits (16, 32 or 64)."""
     element = lt.scalar(op.val.type)
-    failure = "monotonic" if ordering in ("release", "monotonic") else "acquire"
-
-    def bits(value: ir.Value) -> ir.Value:
-        return value if isinstance(value.type, ir.IntType) else k.b.bitcast(value, ir.IntType(lt.byte_size(value.type) * 8))
+    width = 8 * lt.byte_size(element)
+    text = f"atom.global.{op.sem.data.value}.{op.scope.data.value}.cas.b{width} $0, [$1], $2, $3;"
 
     def emit(owner: ir.Value, address: ir.Value, expected: ir.Value, value: ir.Value) -> ir.Value:
         def exchange() -> ir.Value:
-            pair = k.b.cmpxchg(_global(k, address), bits(expected), bits(value), ordering, failure)
-            old = k.b.extract_value(pair, 0)
-            return old if old.type == element else k.b.bitcast(old, element)
-        zero = ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
-        return _guarded(k, owner, exchange, zero)
+            old = asm(k.b, text, [ir.IntType(width)], [address, to_bits(k.b, expected), to_bits(k.b, value)])
+            return from_bits(k.b, old, element)
+        return _guarded(k, owner, exchange, _zero(element))
 
     _atomic(k, op, emit)
 
+
+@rule(tt.AtomicPollOp)
+def _atomic_poll(k: GPUKernel, op: Any) -> None:
+    """Every thread loads the flag (``ld.relaxed.<scope>.global``) until it holds ``expected``
+    (true) or, with a timeout, until ``%globaltimer`` says ``timeout_ns`` have passed since the
+    first load (false; the first load always happens).  ``sem=acquire`` adds an acquire fence
+    after the loop (``fence.acq_rel``: the PTX this backend writes predates ``fence.acquire``)."""
+    b = k.b
+    scope = op.scope.data.value
+    expected = k.scalar(op.expected)
+    width = expected.type.width
+    address = k.scalar(op.ptr)
+    timer = "mov.u64 $0, %globaltimer;"
+    start = None if op.timeout_ns is None else asm(b, timer, [lt.I64], [])
+    spin, missed, done = (b.append_basic_block(f"poll.{n}") for n in ("spin", "missed", "done"))
+    b.branch(spin)
+    b.position_at_end(spin)
+    value = asm(b, f"ld.relaxed.{scope}.global.b{width} $0, [$1];", [ir.IntType(width)], [address])
+    b.cbranch(b.icmp_unsigned("==", value, expected), done, missed)
+    b.position_at_end(missed)
+    if start is None:
+        b.branch(spin)
+    else:
+        elapsed = b.sub(asm(b, timer, [lt.I64], []), start)
+        b.cbranch(b.icmp_unsigned(">=", elapsed, k.scalar(op.timeout_ns)), done, spin)
+    b.position_at_end(done)
+    seen = b.phi(lt.I1)
+    seen.add_incoming(ir.Constant(lt.I1, 1), spin)
+    if start is not None:
+        seen.add_incoming(ir.Constant(lt.I1, 0), missed)
+    if op.sem.data.value == "acquire":
+        asm(b, f"fence.acq_rel.{scope};", [], [])
+    k.env[op.result] = seen
+
+
+def _zero(element: ir.Type) -> ir.Value:
+    return ir.Constant(element, 0 if isinstance(element, ir.IntType) else 0.0)
