@@ -122,11 +122,13 @@ def _make_ttir(module: Any) -> Any:
 
 
 def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
-    """Target attributes, and each tensor's layout on the op that makes it (for reading: the
-    next stage assigns them again, so an edited TTGIR needs no layouts)."""
+    """Target attributes; the remove-redundant-conversions pass (cheap values computed again in
+    each layout their uses want); then each tensor's layout on the op that makes it and, on an
+    op whose operand is converted through shared memory, ``ttg.convert`` (for reading: the
+    next stage assigns layouts again, so an edited TTGIR needs neither)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
 
-    from naiad.codegen.gpu.assign import assign_layouts
+    from naiad.codegen.gpu.conversions import remove_redundant_conversions
     from naiad.ir import tt
 
     module.attributes["ttg.num-warps"] = IntegerAttr(options.num_warps, i32)
@@ -135,10 +137,15 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     for func in module.body.ops:
         if not isinstance(func, tt.FuncOp) or not func.body.blocks:
             continue
-        layouts = assign_layouts(func, options.num_warps, 32)
+        layouts, conversions = remove_redundant_conversions(func, options.num_warps, 32)
         for op in func.walk():
             if op.results and isinstance(op.results[0].type, TensorType) and op.results[0] in layouts:
                 op.attributes["ttg.layout"] = StringAttr(str(layouts[op.results[0]]))
+        converted: dict[Any, list[str]] = {}
+        for conversion in conversions:
+            converted.setdefault(conversion.op, []).append(str(conversion))
+        for op, texts in converted.items():
+            op.attributes["ttg.convert"] = StringAttr("; ".join(texts))
     return module
 
 

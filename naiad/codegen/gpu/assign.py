@@ -5,7 +5,9 @@ Layouts flow backwards from the ops that fix them, as Triton's layout propagatio
 element size; every op then asks its operands for the layout that makes it free -- element-wise
 ops the same layout, ``broadcast`` the same parameters, ``expand_dims`` the slice of its result,
 a reduction the parent of its result's slice.  The first request a value gets (from its last
-use) wins; other uses convert (`GPUKernel.convert`).
+use) wins; other uses convert (`GPUKernel.convert`).  Every request is also reported (``requests``)
+so that `naiad.codegen.gpu.conversions` can see which uses convert and remove the conversions it
+can.
 """
 
 from __future__ import annotations
@@ -33,15 +35,26 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
 
 
-def assign_layouts(func: Any, num_warps: int, warp_size: int) -> dict[SSAValue, L.Layout]:
+#: One layout request: (the op asking, the value, the layout the op wants it in).
+Request = tuple[Any, SSAValue, L.Layout]
+
+
+def assign_layouts(func: Any, num_warps: int, warp_size: int,
+                   requests: list[Request] | None = None) -> dict[SSAValue, L.Layout]:
+    """Each tensor value's layout; ``requests`` (when given) receives every request made."""
     layouts: dict[SSAValue, L.Layout] = {}
+    asking: list[Any] = [None]           # the op whose rule is running
 
     def default(value: SSAValue) -> L.Layout:
         vector = max(1, min(8, 16 // _element_bytes(value)))      # 128-bit accesses
         return L.default_blocked(_shape(value), num_warps, warp_size, vector)
 
     def want(value: SSAValue, layout: L.Layout) -> None:
-        if _tensor(value) and value not in layouts:
+        if not _tensor(value):
+            return
+        if requests is not None:
+            requests.append((asking[0], value, layout))
+        if value not in layouts:
             layouts[value] = layout
 
     def own(value: SSAValue) -> L.Layout:
@@ -50,6 +63,7 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int) -> dict[SSAValue, 
         return layouts[value]
 
     for op in reversed(list(func.walk())):
+        asking[0] = op
         rule = _RULES.get(type(op))
         results = [r for r in op.results if _tensor(r)]
         if rule is not None:
@@ -122,8 +136,10 @@ def _reduce(op: Any, own: Callable, want: Callable, default: Callable) -> None:
     for r in results[1:]:
         want(r, layout)
     parent = layout.parent if isinstance(layout, L.Slice) and layout.dim == axis else None
-    for operand in op.operands:
-        want(operand, parent or default(operand))
+    operands = list(op.operands)
+    wanted = parent or own(operands[0])      # as the lowering: the first operand's own layout
+    for operand in operands:
+        want(operand, wanted)
 
 
 @_rule(scf.ForOp)
@@ -166,3 +182,18 @@ def _dot(op: Any, own: Callable, want: Callable, default: Callable) -> None:
 @_rule(tt.MakeRangeOp, tt.SplatOp)
 def _source(op: Any, own: Callable, want: Callable, default: Callable) -> None:
     own(op.results[0])
+
+
+@_rule(tt.TransOp, tt.ReshapeOp, tt.JoinOp, tt.SplitOp, tt.CatOp, tt.HistogramOp)
+def _through_shared(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    """Ops that move elements through shared memory read their operands in any layout: they ask
+    nothing of them (a transpose of a square tile must not make its operand transposed)."""
+    layout = own(op.results[0])
+    for r in op.results[1:]:
+        want(r, layout)
+
+
+@_rule(tt.GatherOp)
+def _gather(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    """The indices in the result's layout; the source through shared memory, in any layout."""
+    want(op.indices, own(op.results[0]))

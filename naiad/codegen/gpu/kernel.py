@@ -2,7 +2,9 @@
 
 Every tensor value becomes a `Dist`: the values one thread holds, in the order of its layout's
 `elements`.  Layouts come from `naiad.codegen.gpu.assign`; an op whose operand arrives in
-another layout than it needs gets it through shared memory (`convert`).  Rules are registered
+another layout than it needs gets it through shared memory (`convert`), once per block
+(`tensor`); `naiad.codegen.gpu.conversions` has already removed the conversions of values that
+are cheaper to compute again.  Rules are registered
 per op class in `RULES` (one small function each, in the ``ops_*`` modules) and reach the target
 only through its `GPUHooks` (thread ids, barriers, shuffles, shared memory, math library).
 """
@@ -60,6 +62,8 @@ class GPUKernel:
         #: Bytes of shared memory the kernel needs (the largest conversion or reduction).
         self.shared_bytes = 0
         self._coords: dict[tuple, list[list[ir.Value]]] = {}
+        #: Conversions made so far: (value, layout) -> [(LLVM block it ended in, Dist)].
+        self._converted: dict[tuple, list[tuple[ir.Block, Dist]]] = {}
 
     # -- entry --------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -111,11 +115,37 @@ class GPUKernel:
         return self.layouts[value]
 
     def tensor(self, value: SSAValue, layout: L.Layout | None = None) -> Dist:
-        """``value`` in ``layout`` (its own by default), converted through shared memory."""
+        """``value`` in ``layout`` (its own by default), converted through shared memory once:
+        a later use takes an earlier conversion when the LLVM block that made it dominates the
+        builder's block (the same block, or one every path here goes through), so the values
+        are defined there; a conversion under another branch is not reused."""
         held = self.env[value]
         if layout is None or held.layout == layout:
             return held
-        return self.convert(held, layout, value.type)
+        made = self._converted.setdefault((value, layout), [])
+        for block, dist in made:
+            if self._dominates(block, self.b.block):
+                return dist
+        dist = self.convert(held, layout, value.type)
+        made.append((self.b.block, dist))
+        return dist
+
+    def _dominates(self, block: ir.Block, here: ir.Block) -> bool:
+        """Whether every path from the entry to ``here`` goes through ``block`` (the function's
+        branches so far; ``here``, still being filled, has none yet)."""
+        if block is here:
+            return True
+        seen, stack = {block}, [self.function.entry_basic_block]
+        while stack:
+            current = stack.pop()
+            if current is here:
+                return False
+            if current in seen:
+                continue
+            seen.add(current)
+            if current.is_terminated:
+                stack.extend(t for t in current.terminator.operands if isinstance(t, ir.Block))
+        return True
 
     def define(self, value: SSAValue, values: list[ir.Value]) -> None:
         self.env[value] = Dist(self.layouts[value], shape_of(value), values)
