@@ -15,6 +15,7 @@ import functools
 import hashlib
 import inspect
 import re
+import sys
 import textwrap
 import types
 from typing import Any, Callable, Iterable
@@ -560,8 +561,10 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
     doubled argument goes to `JITFunction.bind`, which says what is wrong.  The key is at least
     as fine as everything the full path derives from a launch -- each argument's `_token` (what
     `specialize` and backend selection read from it; a constexpr parameter's value), the
-    options, the backend selection state and the debug knob.  A numpy array's address is read
-    once, for key and launcher.  The generated code's own names start with ``_naiad_``; a kernel
+    options, the backend selection state and the debug knob.  A numpy array's or torch
+    tensor's address is read once, for key and launcher; a CUDA tensor's key holds its device
+    index, so a launcher given addresses knows the tensors are where the first launch found
+    them.  The generated code's own names start with ``_naiad_``; a kernel
     with such a parameter name always takes the full path.
     """
     if _state is None:
@@ -584,7 +587,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({}),
         # builtins under names no parameter can shadow (a parameter may be called `type`)
         "_naiad_type": type, "_naiad_int": int, "_naiad_tuple": tuple, "_naiad_len": len,
-        "_naiad_callable": callable, "_naiad_dict": dict}
+        "_naiad_callable": callable, "_naiad_dict": dict, "_naiad_Tensor": _torch_tensor_type()}
     names = [p.name for p in fn.params]
     objects = ", ".join(names)
     arguments = "".join(f"{n}, " for n in names)          # a tuple's or a call's items, maybe none
@@ -619,6 +622,10 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         lines += [f"    if _naiad_type({name}) is _naiad_ndarray:",
                   f"        {value} = _naiad_address({name})",
                   f"        {token} = ({name}.dtype, {value} % 16 == 0)",
+                  f"    elif _naiad_type({name}) is _naiad_Tensor:     # torch: address, device by index",
+                  f"        {value} = {name}.data_ptr()",
+                  f"        {token} = ({name}.dtype, {name}.get_device() if {name}.is_cuda else "
+                  f"{name}.device.type, {value} % 16 == 0)",
                   f"    elif _naiad_type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
                   f"        {value} = {name}",
                   f"        {token} = (32, {name} % 16 == 0)",
@@ -659,6 +666,17 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
 
 
 _MISSING = object()
+
+
+class _NoTensor:
+    """Stands for torch.Tensor in a launch entry made before torch was imported."""
+
+
+def _torch_tensor_type() -> type:
+    """torch.Tensor when torch is imported (a launch entry reads a tensor's address, dtype and
+    device index inline, and hands the address to the launcher), else a class nothing is."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", _NoTensor) if torch is not None else _NoTensor
 
 
 def _misfit(fn: "JITFunction", values: tuple, extra: tuple, keywords: Any,

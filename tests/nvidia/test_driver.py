@@ -6,7 +6,7 @@ Three kinds of tests:
   before it reaches libcuda (argument packing, argument errors);
 - with `FakeLibCUDA`, a Python stand-in for libcuda that writes its outputs through the
   pointers the driver passes: the driver's own logic around each libcuda call (error texts,
-  shared-memory opt-in, OutOfResources, context switching, what cuLaunchKernel receives);
+  shared-memory opt-in, OutOfResources, context switching, what cuLaunchKernelEx receives);
 - on a real GPU (skipped unless `CUDADriver.is_active()`): PTX made by llvmlite, loaded and
   launched on torch and cupy arrays, checked against torch.
 """
@@ -67,7 +67,7 @@ class FakeLibCUDA:
         self.set_attributes: list[tuple] = []
         self.unloaded: list = []
         self.launches: list[dict] = []
-        self.param_formats: list[str] = []      # how fake_cuLaunchKernel reads the parameters
+        self.param_formats: list[str] = []      # how fake_cuLaunchKernelEx reads the parameters
         self.pointer_devices: dict[int, int] = {}
         self.elapsed_ms = 0.5
 
@@ -151,7 +151,10 @@ class FakeLibCUDA:
         self.unloaded.append((module, self.current))
         return 0
 
-    def fake_cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    def fake_cuLaunchKernelEx(self, config, function, params, extra):
+        gx, gy, gz, bx, by, bz, shared, stream, attrs, n_attrs = struct.unpack(
+            "<7I4xQQI", ctypes.string_at(config, 52))
+        assert (attrs, n_attrs) == (0, 0)
         values = []
         for i, fmt in enumerate(self.param_formats):      # read as the GPU does: by size
             where = ctypes.c_uint64.from_address(params + 8 * i).value
@@ -229,10 +232,10 @@ def test_inactive_without_devices(fake):
 
 
 def test_inactive_when_libcuda_lacks_a_function(fake):
-    fake.missing.add("cuLaunchKernel")
+    fake.missing.add("cuLaunchKernelEx")
     assert CUDADriver.is_active() is False
     why = CUDADriver.why_inactive()
-    assert "lacks a function Naiad calls" in why and "cuLaunchKernel" in why
+    assert "lacks a function Naiad calls" in why and "cuLaunchKernelEx" in why
     assert "update the NVIDIA driver" in why
 
 
@@ -399,10 +402,11 @@ def _expected(ty: str, value):
 
 
 def _unpack(launcher: CUDALauncher, buffer, formats: list[str]) -> list:
-    """The values the kernel would read: follow each kernelParams pointer, read its size."""
-    base, n = ctypes.addressof(buffer), len(formats)
-    pointers = struct.unpack_from(f"<{n}Q", bytes(buffer))
-    assert list(pointers) == [base + 8 * (n + i) for i in range(n)]
+    """The values the kernel would read: follow each kernelParams pointer (after the launch
+    configuration), read its size."""
+    base, n, table = ctypes.addressof(buffer), len(formats), 64
+    pointers = struct.unpack_from(f"<{n}Q", bytes(buffer), table)
+    assert list(pointers) == [base + table + 8 * (n + i) for i in range(n)]
     return [struct.unpack("<" + f, ctypes.string_at(p, struct.calcsize(f)))[0]
             for p, f in zip(pointers, formats)]
 
@@ -592,16 +596,34 @@ def test_direct_launch_uses_the_current_stream_and_no_hooks(driver, fake):
 def test_a_failed_launch_says_what_was_launched(driver, fake):
     _, function, *_ = driver.load_binary("add", b"ptx", METADATA, 0)
     launcher = driver.make_launcher([("n", "i32")], METADATA)
-    fake.results["cuLaunchKernel"] = 701
+    fake.results["cuLaunchKernelEx"] = 701
     with pytest.raises(CUDAError) as info:
         launcher(2, 1, 1, 0, function, (), None, None, None, 5)
     assert str(info.value) == (
-        "cuLaunchKernel failed launching add (grid (2, 1, 1), 128 threads per block, 0 bytes of "
+        "cuLaunchKernelEx failed launching add (grid (2, 1, 1), 128 threads per block, 0 bytes of "
         "shared memory): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): too many resources requested "
         "for launch -- the kernel uses too many registers for its block size: use fewer warps "
         "(num_warps)")
-    with pytest.raises(CUDAError, match="cuLaunchKernel failed launching add \\(grid \\(2, 1, 1\\)"):
+    with pytest.raises(CUDAError, match="cuLaunchKernelEx failed launching add \\(grid \\(2, 1, 1\\)"):
         launcher.direct(0x2001, function)((2, 1, 1), [5])
+
+
+def test_the_warm_path_refuses_another_current_device(fake):
+    """The warm path gets addresses (ints) checked on the device current at the first launch;
+    from another current device it says so instead of launching with them."""
+    fake.devices = 2
+    driver = CUDADriver()
+    _, function, *_ = driver.load_binary("add", b"ptx", METADATA, 0)
+    launcher = driver.make_launcher([("x", "*fp32"), ("n", "i32")], METADATA)
+    run = launcher.direct(0x2001, function)
+    driver.set_current_device(1)
+    with pytest.raises(NaiadError) as info:
+        run((1, 1, 1), [0x8000, 5])
+    assert str(info.value) == (
+        "add: its arguments are on cuda:0 but the kernel would run on cuda:1, the current device: "
+        "move them with .to('cuda:1'), or make cuda:0 current (torch.cuda.set_device(0)) before "
+        "launching")
+    assert fake.launches == []
 
 
 def test_a_kernel_launched_on_another_device_than_it_was_loaded_on(fake):
@@ -610,7 +632,7 @@ def test_a_kernel_launched_on_another_device_than_it_was_loaded_on(fake):
     _, function, *_ = driver.load_binary("add", b"ptx", METADATA, 0)
     launcher = driver.make_launcher([("n", "i32")], METADATA)
     driver.set_current_device(1)
-    fake.results["cuLaunchKernel"] = 400
+    fake.results["cuLaunchKernelEx"] = 400
     with pytest.raises(CUDAError) as info:
         launcher(1, 1, 1, 0, function, (), None, None, None, 5)
     assert str(info.value).endswith(

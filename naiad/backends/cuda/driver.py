@@ -3,8 +3,8 @@ libcuda with ctypes -- no torch, no C compiler, no CUDA toolkit at run time.
 
 Triton's NVIDIA driver compiles a C launcher per signature; here a launch packs its arguments
 with a Python function generated once per signature (one ``struct.pack_into`` into one buffer:
-the kernelParams pointer table followed by the 8-byte slots it points to) and calls
-``cuLaunchKernel`` directly.  Kernels run in each device's primary context, the one torch and
+the launch configuration, the kernelParams pointer table and the 8-byte slots it points to) and
+calls ``cuLaunchKernelEx`` directly.  Kernels run in each device's primary context, the one torch and
 cupy use, so their tensors, streams and ours mix freely.  When torch is imported and has set up
 CUDA, its current device and stream are ours too.
 """
@@ -51,7 +51,7 @@ _SIGNATURES: dict[str, tuple] = {
     "cuModuleGetFunction": (_PP, _P, ctypes.c_char_p),
     "cuFuncGetAttribute": (_PINT, _INT, _P),
     "cuFuncSetAttribute": (_P, _INT, _INT),
-    "cuLaunchKernel": (_P, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _P, _P, _P),
+    "cuLaunchKernelEx": (_P, _P, _P, _P),
     "cuPointerGetAttribute": (_P, _INT, ctypes.c_uint64),
     "cuEventCreate": (_PP, _UINT),
     "cuEventRecord": (_P, _P),
@@ -288,7 +288,7 @@ class CUDADriver(DriverBase):
 
     def get_current_device(self) -> int:
         torch = _torch_cuda()
-        return torch.cuda.current_device() if torch is not None else self._local.device
+        return torch._C._cuda_getDevice() if torch is not None else self._local.device
 
     def set_current_device(self, device: int) -> None:
         self.cuda("cuCtxSetCurrent", self._context(device))
@@ -396,14 +396,14 @@ class CUDADriver(DriverBase):
 
     def launch_error(self, code: int, name: str, function: int, grid: tuple, block: int,
                      shared: int) -> CUDAError:
-        """The error for a failed cuLaunchKernel, saying so when the kernel was loaded on
+        """The error for a failed cuLaunchKernelEx, saying so when the kernel was loaded on
         another device than the current one."""
         loaded, current = self._functions.get(function), self.get_current_device()
         detail = ""
         if loaded is not None and loaded != current:
             detail = (f"kernel {name} was loaded on cuda:{loaded} but cuda:{current} is current: "
                       f"launch it with cuda:{loaded} current, or load it again on cuda:{current}")
-        return cuda_error(self.cuda, code, "cuLaunchKernel",
+        return cuda_error(self.cuda, code, "cuLaunchKernelEx",
                           f"launching {name} (grid {grid}, {block} threads per block, "
                           f"{shared} bytes of shared memory)", detail)
 
@@ -595,13 +595,20 @@ def kernel_slots(signature: Any) -> list[tuple[str, Any, str]]:
     return slots
 
 
-class CUDALauncher:
-    """Launches one compiled kernel: packs the arguments into kernelParams, calls cuLaunchKernel.
+#: CUlaunchConfig (cuda.h): grid and block dimensions, shared bytes, stream, no attributes;
+#: padded to 64 bytes, where the kernelParams pointer table starts.
+_CONFIG = struct.Struct("<7I4xQQI4x8x")
 
-    ``pack(args, device)`` is generated once per signature: it returns one buffer holding the
-    n parameter pointers followed by the n 8-byte slots they point to, filled by one
-    ``struct.pack_into``.  Torch CUDA tensors on ``device`` and ints (device addresses) are read
-    inline; every other pointer argument goes through `_pointer`, which checks where it lives.
+
+class CUDALauncher:
+    """Launches one compiled kernel through cuLaunchKernelEx (4 arguments: through ctypes each
+    costs time, and cuLaunchKernel takes 11).
+
+    ``pack(args, device, grid_x, grid_y, grid_z, stream)`` is generated once per signature: it
+    returns one buffer holding the launch configuration (`_CONFIG`), then the n parameter
+    pointers, then the n 8-byte slots they point to, filled by one ``struct.pack_into``.  Torch
+    CUDA tensors on ``device`` and ints (device addresses) are read inline; every other pointer
+    argument goes through `_pointer`, which checks where it lives.
     """
 
     #: An int in a pointer position is a device address already.
@@ -614,13 +621,15 @@ class CUDALauncher:
         self.shared = int(metadata.get("shared", 0))
         self.slots = kernel_slots(signature)
         n = len(self.slots)
-        self.struct = struct.Struct(f"<{n}Q" + "".join(_slot(ty, self.name)[0] for _, ty, _ in self.slots))
-        self._launch = driver.cuda.cuLaunchKernel
+        self.struct = struct.Struct(_CONFIG.format + f"{n}Q"
+                                    + "".join(_slot(ty, self.name)[0] for _, ty, _ in self.slots))
+        self._launch = driver.cuda.cuLaunchKernelEx
         self.pack = self._build_packer()
 
     def _build_packer(self) -> Callable[[Sequence[Any], int], Any]:
-        n = len(self.slots)
-        parts = [f"base + {8 * (n + i)}" for i in range(n)]
+        n, table = len(self.slots), _CONFIG.size
+        parts = ["grid_x, grid_y, grid_z", f"{self.block}, 1, 1, {self.shared}", "stream, 0, 0"]
+        parts += [f"base + {table + 8 * (n + i)}" for i in range(n)]
         for i, (_, ty, expression) in enumerate(self.slots):
             if ty.startswith("*"):
                 parts.append(f"(v if type(v := {expression}) is int else v.data_ptr() if type(v) "
@@ -629,11 +638,12 @@ class CUDALauncher:
                 parts.append(f"_bf16(float({expression}))")
             else:
                 parts.append(expression)
-        source = ("def pack(args, device):\n    buffer = _Buffer()\n"
+        source = ("def pack(args, device, grid_x=1, grid_y=1, grid_z=1, stream=0):\n"
+                  "    buffer = _Buffer()\n"
                   "    base = _addressof(buffer)\n"
                   f"    _pack_into(buffer, 0{''.join(', ' + p for p in parts)})\n    return buffer\n")
         torch = sys.modules.get("torch")
-        scope = {"_Buffer": ctypes.c_uint64 * max(1, 2 * n), "_addressof": ctypes.addressof,
+        scope = {"_Buffer": ctypes.c_uint64 * (table // 8 + 2 * n), "_addressof": ctypes.addressof,
                  "_pack_into": self.struct.pack_into, "_pointer": self._pointer, "_bf16": bf16_bits,
                  "_Tensor": torch.Tensor if torch is not None else None}
         exec(compile(source, f"<naiad cuda launcher {self.name}>", "exec"), scope)
@@ -674,9 +684,9 @@ class CUDALauncher:
         device = self.driver.activate()
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        buffer = self.pack(args, device)
-        code = self._launch(function, grid_x, grid_y, grid_z, self.block, 1, 1, self.shared,
-                            stream, ctypes.addressof(buffer), None)
+        buffer = self.pack(args, device, grid_x, grid_y, grid_z, stream)
+        base = ctypes.addressof(buffer)
+        code = self._launch(base, function, base + _CONFIG.size, None)
         if code:
             raise self.driver.launch_error(code, self.name, function, (grid_x, grid_y, grid_z),
                                            self.block, self.shared)
@@ -685,19 +695,27 @@ class CUDALauncher:
 
     def direct(self, module: Any, function: Any) -> Callable[[tuple, Sequence[Any]], None]:
         """The warm launch path's launcher: ``run(grid, args)`` launches on the current stream
-        without hooks."""
+        without hooks.  It is made right after a checked launch with these arguments' devices
+        (their addresses may come as ints: `naiad.runtime.jit`'s entry keys them by device), so
+        a launch from another current device is refused rather than handed foreign addresses."""
         pack, launch, block, shared = self.pack, self._launch, self.block, self.shared
-        driver, addressof = self.driver, ctypes.addressof
+        driver, addressof, table = self.driver, ctypes.addressof, _CONFIG.size
+        checked = driver.get_current_device()
 
         def run(grid: tuple, args: Sequence[Any]) -> None:
             grid_x, grid_y, grid_z = grid
             if grid_x * grid_y * grid_z > 0:
                 device, stream = _device_and_stream(driver)
+                if device != checked:
+                    raise NaiadError(f"{self.name}: its arguments are on cuda:{checked} but the "
+                                     f"kernel would run on cuda:{device}, the current device: move "
+                                     f"them with .to('cuda:{device}'), or make cuda:{checked} "
+                                     f"current (torch.cuda.set_device({checked})) before launching")
                 if driver._local.active != device:
                     driver.activate()
-                buffer = pack(args, device)
-                code = launch(function, grid_x, grid_y, grid_z, block, 1, 1, shared,
-                              stream, addressof(buffer), None)
+                buffer = pack(args, device, grid_x, grid_y, grid_z, stream)
+                base = addressof(buffer)
+                code = launch(base, function, base + table, None)
                 if code:
                     raise self.driver.launch_error(code, self.name, function, grid, block, shared)
         return run
