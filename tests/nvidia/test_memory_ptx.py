@@ -7,7 +7,6 @@ The compile tests run anywhere (sm_90 PTX, and a cubin where ptxas is found: ptx
 every instruction is part of the check); the ``gpu`` tests run the same kernels against torch.
 """
 
-import re
 
 import pytest
 
@@ -143,3 +142,390 @@ def test_atomic_cas_on_the_bits_of_any_width(dtype):
     bits = dtype[-2:] if dtype[-2:] in ("32", "64") else "16"
     assert f"atom.global.acq_rel.gpu.cas.b{bits} " in kernel.asm["ptx"]
     _check_binary(kernel)
+
+
+# == cache modifiers and eviction policies =========================================================
+@naiad.jit
+def copy_kernel(dst_ptr, src_ptr, n, LOAD_CACHE: tl.constexpr, LOAD_EVICT: tl.constexpr,
+                STORE_CACHE: tl.constexpr, STORE_EVICT: tl.constexpr, MASKED: tl.constexpr,
+                BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if MASKED:
+        m = offs < n
+        x = tl.load(src_ptr + offs, mask=m, other=0, cache_modifier=LOAD_CACHE,
+                    eviction_policy=LOAD_EVICT)
+        tl.store(dst_ptr + offs, x, mask=m, cache_modifier=STORE_CACHE, eviction_policy=STORE_EVICT)
+    else:
+        x = tl.load(src_ptr + offs, cache_modifier=LOAD_CACHE, eviction_policy=LOAD_EVICT)
+        tl.store(dst_ptr + offs, x, cache_modifier=STORE_CACHE, eviction_policy=STORE_EVICT)
+
+
+def _copy(dtype="fp32", load_cache="", load_evict="", store_cache="", store_evict="", masked=False,
+          aligned=True, block=1024):
+    return compile_cuda(copy_kernel, {"dst_ptr": "*" + dtype, "src_ptr": "*" + dtype, "n": "i32"},
+                        {"LOAD_CACHE": load_cache, "LOAD_EVICT": load_evict, "STORE_CACHE": store_cache,
+                         "STORE_EVICT": store_evict, "MASKED": masked, "BLOCK": block},
+                        _aligned("dst_ptr", "src_ptr", "n") if aligned else None)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("cache", ["", ".ca", ".cg", ".cs", ".cv"])
+def test_load_cache_modifier(cache):
+    """As upstream's test_load_cache_modifier checks: ``ld.global<cache>`` for the one asked
+    for, none of the others; still 128 bits per access."""
+    kernel = _copy(load_cache=cache)
+    ptx = kernel.asm["ptx"]
+    assert f"ld.global{cache}.v4.b32" in ptx
+    for other in {".ca", ".cg", ".cs", ".cv"} - {cache}:
+        assert f"ld.global{other}" not in ptx
+    _check_binary(kernel)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("cache", ["", ".wb", ".cg", ".cs", ".wt"])
+def test_store_cache_modifier(cache):
+    kernel = _copy(store_cache=cache)
+    ptx = kernel.asm["ptx"]
+    assert f"st.global{cache}.v4.b32" in ptx
+    for other in {".wb", ".cg", ".cs", ".wt"} - {cache}:
+        assert f"st.global{other}" not in ptx
+    _check_binary(kernel)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("where", ["load", "store"])
+@pytest.mark.parametrize("policy", ["", "evict_first", "evict_last"])
+def test_eviction_policy(policy, where):
+    """An eviction policy is Triton's pair: the L1 priority on the access and an L2 policy made by
+    ``createpolicy`` (``L2::cache_hint``); none without one."""
+    kernel = _copy(**{f"{where}_evict": policy})
+    ptx = kernel.asm["ptx"]
+    access = {"load": "ld", "store": "st"}[where]
+    for other in {"evict_first", "evict_last"} - {policy}:
+        assert other not in ptx
+    if policy:
+        assert f"{access}.global.L1::{policy}.L2::cache_hint.v4.b32" in ptx
+        assert f"createpolicy.fractional.L2::{policy}.b64" in ptx
+    else:
+        assert "L2::cache_hint" not in ptx and "createpolicy" not in ptx
+    _check_binary(kernel)
+
+
+@needs_ptxas
+def test_cache_modifier_and_eviction_policy_together():
+    """PTX takes no L1 priority next to a cache modifier: the policy goes to L2 alone."""
+    kernel = _copy(load_cache=".cg", load_evict="evict_last", store_cache=".cs", store_evict="evict_first")
+    ptx = kernel.asm["ptx"]
+    assert "ld.global.cg.L2::cache_hint.v4.b32" in ptx and "st.global.cs.L2::cache_hint.v4.b32" in ptx
+    assert "L1::" not in ptx
+    _check_binary(kernel)
+
+
+#: Triton type -> (the PTX of an aligned access, as wide as the plain one: 128 bits, 64 for the
+#: bytes the default layout gives 8 per thread; of one element).
+_WIDTHS = {"fp32": (".v4.b32", ".b32"), "fp16": (".v4.b32", ".b16"), "i8": (".v2.b32", ".b8"),
+           "fp64": (".v2.b64", ".b64"), "i1": (".v2.b32", ".b8"), "bf16": (".v4.b32", ".b16")}
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", list(_WIDTHS))
+@pytest.mark.parametrize("aligned", [True, False])
+def test_cache_modified_access_widths(dtype, aligned):
+    """Vectors as wide as plain accesses get, in 32-bit words (64-bit for fp64), and single
+    elements of any width (bytes included); masked either way."""
+    kernel = _copy(dtype, load_cache=".cg", store_cache=".cs", masked=True, aligned=aligned, block=2048)
+    suffix = _WIDTHS[dtype][0 if aligned else 1]
+    ptx = kernel.asm["ptx"]
+    assert f"ld.global.cg{suffix} " in ptx and f"st.global.cs{suffix} " in ptx
+    _check_binary(kernel)
+
+
+# == tl.multiple_of / tl.max_contiguous ============================================================
+@naiad.jit
+def hinted_copy_kernel(dst_ptr, src_ptr, off_ptr, n, BLOCK: tl.constexpr, HINT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs = offs + tl.load(off_ptr)
+    if HINT:
+        tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)
+    x = tl.load(src_ptr + offs, mask=offs < n)
+    tl.store(dst_ptr + offs, x, mask=offs < n)
+
+
+@pytest.mark.parametrize("hint", [False, True])
+def test_vectorization_hints(hint):
+    """Upstream's test_vectorization_hints: an offset read from memory hides the alignment;
+    the hints give it back (128-bit accesses), and without them each element is one access."""
+    kernel = compile_cuda(hinted_copy_kernel, {"dst_ptr": "*fp32", "src_ptr": "*fp32", "off_ptr": "*i32",
+                                               "n": "i32"}, {"BLOCK": 1024, "HINT": hint},
+                          _aligned("dst_ptr", "src_ptr", "off_ptr", "n"))
+    assert ("ld.global.v4.b32" in kernel.asm["ptx"]) == hint
+    assert ("st.global.v4.b32" in kernel.asm["ptx"]) == hint
+
+
+# == tl.atomic_poll ================================================================================
+@naiad.jit
+def poll_kernel(flag_ptr, out_ptr, expected, SEM: tl.constexpr, SCOPE: tl.constexpr):
+    tl.atomic_poll(flag_ptr, expected, sem=SEM, scope=SCOPE)
+    tl.store(out_ptr, 1)
+
+
+@naiad.jit
+def poll_timeout_kernel(flag_ptr, out_ptr, timeout_ns):
+    seen = tl.atomic_poll(flag_ptr, 1, timeout_ns=timeout_ns)
+    tl.store(out_ptr, seen)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("sem", ["relaxed", "acquire"])
+@pytest.mark.parametrize("scope", ["cta", "gpu", "sys"])
+@pytest.mark.parametrize("dtype", ["i16", "i32", "i64"])
+def test_atomic_poll_is_a_relaxed_load_loop(dtype, sem, scope):
+    """One ``ld.relaxed.<scope>.global`` in the loop, an acquire fence after it for
+    ``sem="acquire"``, no timer and no shared memory without a timeout."""
+    kernel = compile_cuda(poll_kernel, {"flag_ptr": "*" + dtype, "out_ptr": "*" + dtype,
+                                        "expected": dtype}, {"SEM": sem, "SCOPE": scope})
+    ptx = kernel.asm["ptx"]
+    assert ptx.count(f"ld.relaxed.{scope}.global.b{dtype[1:]}") == 1
+    assert ptx.count(f"fence.acq_rel.{scope};") == (sem == "acquire")
+    assert "%globaltimer" not in ptx
+    assert kernel.metadata["shared"] == 0
+    _check_binary(kernel)
+
+
+@needs_ptxas
+def test_atomic_poll_timeout_reads_the_global_timer():
+    kernel = compile_cuda(poll_timeout_kernel, {"flag_ptr": "*i32", "out_ptr": "*i1", "timeout_ns": "i64"})
+    ptx = kernel.asm["ptx"]
+    assert ptx.count("ld.relaxed.gpu.global.b32") == 1
+    assert ptx.count("fence.acq_rel.gpu;") == 1
+    assert ptx.count("%globaltimer") == 2
+    _check_binary(kernel)
+
+
+# == on the GPU, against torch =====================================================================
+@naiad.jit
+def contention_kernel(z_ptr, x_ptr, old_ptr, n, OP: tl.constexpr, SEM: tl.constexpr,
+                      SCOPE: tl.constexpr, SLOTS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    slot = z_ptr + offs % SLOTS
+    if OP == "add":
+        old = tl.atomic_add(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    elif OP == "max":
+        old = tl.atomic_max(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    elif OP == "min":
+        old = tl.atomic_min(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    elif OP == "and":
+        old = tl.atomic_and(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    elif OP == "or":
+        old = tl.atomic_or(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    elif OP == "xor":
+        old = tl.atomic_xor(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    else:
+        old = tl.atomic_xchg(slot, x, mask=m, sem=SEM, scope=SCOPE)
+    tl.store(old_ptr + offs, old, mask=m)
+
+
+#: Triton type -> (torch dtype holding its bits, numpy dtype of its values).
+_HOLDERS = {"i32": ("int32", "int32"), "u32": ("int32", "uint32"), "i64": ("int64", "int64"),
+            "u64": ("int64", "uint64"), "fp16": ("float16", "float16"), "bf16": ("bfloat16", None),
+            "fp32": ("float32", "float32"), "fp64": ("float64", "float64")}
+
+
+def _data(op, dtype, n, seed):
+    """Values whose sums are exact in any order (0/1 for the 16-bit floats, halves for wider
+    floats), signed ones where the type has a sign, and random bits for the bitwise ops."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    holder, values = _HOLDERS[dtype]
+    if dtype in ("fp16", "bf16"):
+        data = rng.integers(0, 2, n).astype(np.float32)
+    elif dtype.startswith("fp"):
+        data = rng.integers(-64, 64, n) / 2 if op == "add" else rng.normal(0, 1e3, n)
+    elif op in ("and", "or", "xor"):
+        data = rng.integers(0, 1 << 31, n) | (rng.integers(0, 2, n) << 31 if dtype[1:] == "32" else 0)
+    elif dtype.startswith("u"):
+        data = rng.integers(0, 1 << 30, n) * (1 if op == "add" else 3)
+    else:
+        data = rng.integers(-(1 << 20), 1 << 20, n)
+    array = np.asarray(data).astype(values or np.float32)
+    tensor = torch.tensor(array.view(holder) if values and values.startswith("u") else array)
+    return tensor.to(getattr(torch, holder)).cuda(), array
+
+
+def _arg(tensor, dtype):
+    """``tensor`` as the kernel's ``dtype`` (torch has no unsigned 32/64-bit tensors)."""
+    from naiad.runtime.tensor_wrapper import reinterpret
+
+    return reinterpret(tensor, getattr(tl, {"u32": "uint32", "u64": "uint64"}[dtype])) \
+        if dtype.startswith("u") else tensor
+
+
+def _host(tensor, dtype):
+    values = _HOLDERS[dtype][1]
+    if values is None:
+        return tensor.float().cpu().numpy()
+    return tensor.cpu().numpy().view(values) if values.startswith("u") else tensor.cpu().numpy()
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("sem", ["relaxed", "acquire", "release", "acq_rel"])
+@pytest.mark.parametrize("op, dtype", RMW_CASES)
+def test_atomic_rmw_under_contention(op, dtype, sem):
+    """Many programs on 16 slots: the slots end as numpy's reduction of everything added (exact:
+    the values sum exactly in any order), and for exchange the values read plus the one left are
+    the values written plus the start; masked-off elements do nothing."""
+    import numpy as np
+
+    n, slots, block = 4000, 16, 128
+    x, xs = _data(op, dtype, n, seed=1)
+    start, starts = _data(op, dtype, slots, seed=2)
+    if op == "add":
+        start.zero_()
+        starts = np.zeros_like(starts)
+    z, old = start.clone(), torch.zeros_like(x)
+    contention_kernel[(naiad.cdiv(n, block),)](_arg(z, dtype), _arg(x, dtype), _arg(old, dtype), n,
+                                               OP=op, SEM=sem, SCOPE="gpu", SLOTS=slots, BLOCK=block)
+    got, olds = _host(z, dtype), _host(old, dtype)
+    slot = np.arange(n) % slots
+    for s in range(slots):
+        mine = xs[slot == s]
+        if op == "xchg":
+            seen = np.sort(np.concatenate([olds[slot == s], got[s:s + 1]]))
+            written = np.sort(np.concatenate([mine, starts[s:s + 1]]))
+            np.testing.assert_array_equal(seen, written, err_msg=f"slot {s}")
+            continue
+        combine = {"add": np.add, "max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
+                   "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        expected = combine.reduce(np.concatenate([starts[s:s + 1], mine]))
+        np.testing.assert_array_equal(got[s], np.asarray(expected).astype(got.dtype), err_msg=f"slot {s}")
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("scope", ["cta", "gpu", "sys"])
+@pytest.mark.parametrize("dtype", ["i32", "fp32", "bf16"])
+def test_atomic_add_scopes(dtype, scope):
+    import numpy as np
+
+    n, slots = 3000, 16
+    x, xs = _data("add", dtype, n, seed=3)
+    z, old = torch.zeros(slots, dtype=x.dtype, device="cuda"), torch.zeros_like(x)
+    contention_kernel[(naiad.cdiv(n, 256),)](z, x, old, n, OP="add", SEM="acq_rel", SCOPE=scope,
+                                             SLOTS=slots, BLOCK=256)
+    expected = [xs[np.arange(n) % slots == s].sum() for s in range(slots)]
+    got = _host(z, dtype)
+    np.testing.assert_array_equal(got, np.asarray(expected, dtype=np.float64).astype(got.dtype))
+
+
+@naiad.jit
+def serialized_add_kernel(data_ptr, lock_ptr, SEM: tl.constexpr, BARRIER: tl.constexpr):
+    """Upstream's test_atomic_cas: a lock taken with ``atomic_cas(sem=SEM)``, a critical section
+    every thread of the program takes part in, and the lock given back by an exchange."""
+    offs = tl.arange(0, 128)
+    while tl.atomic_cas(lock_ptr, 0, 1, SEM) == 1:
+        pass
+    tl.store(data_ptr + offs, tl.load(data_ptr + offs) + 1.0)
+    if BARRIER:
+        tl.debug_barrier()
+    tl.atomic_xchg(lock_ptr, 0)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("barrier", [True, False])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("sem", ["relaxed", "acquire", "release", "acq_rel"])
+def test_serialized_add_under_a_cas_lock(sem, dtype, barrier):
+    """Every program adds 1 to 128 values under the lock: 2000 programs give 2000 each (this gave
+    wrong values with LLVM's cmpxchg for ``release`` and int64).  Without the explicit barrier,
+    the exchange's own (it releases) publishes the other threads' stores."""
+    lock = torch.zeros(1, dtype=getattr(torch, dtype), device="cuda")
+    data = torch.zeros(128, dtype=torch.float32, device="cuda")
+    serialized_add_kernel[(2000,)](data, lock, SEM=sem, BARRIER=barrier)
+    torch.testing.assert_close(data, torch.full_like(data, 2000.0), rtol=0, atol=0)
+    assert lock.item() == 0
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("block", [64, 1024])
+def test_half_atomic_add_tensor_and_scalar(dtype, block):
+    """fp16 and bf16 adds (``atom.add.noftz``): per slot and all into one scalar, exact."""
+    n, slots = 5000, 16
+    x = (torch.arange(n, device="cuda") % 3 == 0).to(getattr(torch, dtype))   # 0/1: exact sums < 256
+    z, old = torch.zeros(slots, dtype=x.dtype, device="cuda"), torch.zeros_like(x)
+    contention_kernel[(naiad.cdiv(n, block),)](z, x, old, n, OP="add", SEM="acq_rel", SCOPE="gpu",
+                                               SLOTS=slots, BLOCK=block)
+    slot = torch.arange(n, device="cuda") % slots
+    ref = torch.zeros(slots, dtype=torch.float32, device="cuda").index_add_(0, slot, x.float())
+    torch.testing.assert_close(z.float(), ref, rtol=0, atol=0)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "float64", "bool"])
+@pytest.mark.parametrize("load_cache, store_cache, evict", [
+    (".ca", ".wb", ""), (".cg", ".cg", ""), (".cs", ".cs", ""), (".cv", ".wt", ""),
+    ("", "", "evict_first"), ("", "", "evict_last"), (".cg", ".cs", "evict_last")])
+def test_cache_modified_copy_is_a_copy(load_cache, store_cache, evict, dtype, masked):
+    """Loads and stores with each cache modifier and eviction policy move the same values as
+    plain ones, 128-bit accesses and single elements, masked (a ragged end) or not."""
+    n = 3 * 1024 - (37 if masked else 0)
+    g = torch.Generator().manual_seed(4)
+    src = (torch.randn(3 * 1024, generator=g) * 100)
+    src = (src > 0) if dtype == "bool" else src.to(getattr(torch, dtype))
+    src = src.cuda()
+    dst = torch.zeros_like(src)
+    copy_kernel[(3,)](dst, src, n, LOAD_CACHE=load_cache, LOAD_EVICT=evict, STORE_CACHE=store_cache,
+                      STORE_EVICT=evict, MASKED=masked, BLOCK=1024)
+    assert torch.equal(dst[:n], src[:n])
+    assert not dst[n:].any()
+
+
+@pytest.mark.usefixtures("gpu")
+def test_vectorization_hints_copy():
+    src = torch.randn(2048, device="cuda")
+    dst = torch.zeros_like(src)
+    off = torch.full((1,), 1024, dtype=torch.int32, device="cuda")
+    hinted_copy_kernel[(1,)](dst, src, off, 2048, BLOCK=1024, HINT=True)
+    assert torch.equal(dst[1024:], src[1024:]) and not dst[:1024].any()
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("sem", ["relaxed", "acquire"])
+@pytest.mark.parametrize("scope", ["cta", "gpu", "sys"])
+@pytest.mark.parametrize("dtype", ["int16", "int32", "int64"])
+def test_atomic_poll_sees_the_flag(dtype, sem, scope):
+    flag = torch.ones(1, dtype=getattr(torch, dtype), device="cuda")
+    out = torch.zeros_like(flag)
+    poll_kernel[(1,)](flag, out, 1, SEM=sem, SCOPE=scope, num_warps=4)
+    assert out.item() == 1
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("initial, seen", [(1, True), (0, False)])
+def test_atomic_poll_timeout(initial, seen):
+    flag = torch.full((1,), initial, dtype=torch.int32, device="cuda")
+    out = torch.zeros(1, dtype=torch.bool, device="cuda")
+    poll_timeout_kernel[(1,)](flag, out, 0)
+    assert out.item() == seen
+    poll_timeout_kernel[(1,)](flag, out, 200_000)        # 0.2 ms of polling
+    assert out.item() == seen
+
+
+@naiad.jit
+def poll_remote_kernel(flag_ptr, payload_ptr, out_ptr):
+    if tl.program_id(0) == 0:
+        tl.atomic_poll(flag_ptr, 1, sem="acquire", scope="gpu")
+        tl.store(out_ptr, tl.load(payload_ptr))
+    else:
+        tl.store(payload_ptr, 42)
+        tl.atomic_xchg(flag_ptr, 1, sem="release", scope="gpu")
+
+
+@pytest.mark.usefixtures("gpu")
+def test_atomic_poll_waits_for_another_program():
+    flag, payload, out = (torch.zeros(1, dtype=torch.int32, device="cuda") for _ in range(3))
+    poll_remote_kernel[(2,)](flag, payload, out, num_warps=4)
+    assert flag.item() == 1 and out.item() == 42

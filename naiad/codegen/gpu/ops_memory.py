@@ -232,7 +232,8 @@ def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int,
     count, bits = _words(nbytes, n)
     wtype = _word_type(bits, count)
     word = value if value.type == wtype else k.b.bitcast(value, wtype)
-    words = [word] if count == 1 else [k.b.extract_element(word, ir.Constant(lt.I32, i)) for i in range(count)]
+    words = [word] if count == 1 else [k.b.extract_element(word, ir.Constant(lt.I32, i))
+                                       for i in range(count)]
     words = [k.b.zext(w, lt.I16) if bits < 16 else w for w in words]
     vec = f".v{count}" if count > 1 else ""
     hint = f", ${count + 1}" if policy else ""
@@ -290,8 +291,10 @@ def _atomic_rmw(k: GPUKernel, op: Any) -> None:
     def emit(owner: ir.Value, address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
         condition = k.b.and_(owner, mask[0]) if has_mask else owner
         bits = to_bits(k.b, value)
-        return _guarded(k, condition, lambda: from_bits(k.b, asm(k.b, text, [bits.type], [address, bits]), element),
-                        _zero(element))
+
+        def update() -> ir.Value:
+            return from_bits(k.b, asm(k.b, text, [bits.type], [address, bits]), element)
+        return _guarded(k, condition, update, _zero(element))
 
     _atomic(k, op, emit)
 
