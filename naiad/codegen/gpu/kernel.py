@@ -62,8 +62,9 @@ class GPUKernel:
         #: Bytes of shared memory the kernel needs (the largest conversion or reduction).
         self.shared_bytes = 0
         self._coords: dict[tuple, list[list[ir.Value]]] = {}
-        #: Conversions made so far: (value, layout) -> [(LLVM block it ended in, Dist)].
-        self._converted: dict[tuple, list[tuple[ir.Block, Dist]]] = {}
+        #: Conversions made so far: (value, layout) -> [(LLVM block it ended in, the Dist
+        #: converted, the result)].
+        self._converted: dict[tuple, list[tuple[ir.Block, Dist, Dist]]] = {}
 
     # -- entry --------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -123,11 +124,11 @@ class GPUKernel:
         if layout is None or held.layout == layout:
             return held
         made = self._converted.setdefault((value, layout), [])
-        for block, dist in made:
-            if self._dominates(block, self.b.block):
+        for block, source, dist in made:
+            if source is held and self._dominates(block, self.b.block):
                 return dist
         dist = self.convert(held, layout, value.type)
-        made.append((self.b.block, dist))
+        made.append((self.b.block, held, dist))
         return dist
 
     def _dominates(self, block: ir.Block, here: ir.Block) -> bool:
@@ -227,31 +228,34 @@ class GPUKernel:
     def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
         """``dist`` redistributed into ``layout`` (through shared memory)."""
         values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, lambda c: c,
-                                            dist.shape)
+                                            dist.shape, read_vector=_contiguous(layout, dist.shape))
         return Dist(layout, dist.shape, values)
 
     def gather_through_shared(self, dist: Dist, mlir_type: Any, layout: L.Layout,
                               shape: Sequence[int], source: Callable[[list], list],
-                              source_shape: Sequence[int]) -> list[ir.Value]:
+                              source_shape: Sequence[int], read_vector: int = 1) -> list[ir.Value]:
         """Every thread writes its elements of ``dist`` to shared memory at their row-major
-        index; then, for each element of ``layout`` over ``shape``, reads the element at
-        ``source(coordinates)`` (coordinates in ``source_shape``, the same elements viewed
-        with another shape)."""
+        index (padded: `SharedPadding`); then, for each element of ``layout`` over ``shape``,
+        reads the element at ``source(coordinates)`` (coordinates in ``source_shape``, the same
+        elements viewed with another shape).  ``read_vector``: how many consecutive elements
+        one read may take at once (the padding keeps such runs aligned)."""
         storage = lt.scalar(mlir_type)
         stored = lt.I8 if storage == lt.I1 else storage
-        self.need_shared(_numel(dist.shape) * lt.byte_size(stored))
+        vector = max(_contiguous(dist.layout, dist.shape), read_vector)
+        padding = SharedPadding.of(dist.shape, lt.byte_size(stored), vector)
+        self.need_shared(padding.size_bytes(_numel(dist.shape)))
         self.hooks.barrier(self.b)
         for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
             v = self.b.zext(value, lt.I8) if storage == lt.I1 else value
-            self.b.store(v, self.shared_pointer(self.linear(coords, dist.shape), stored))
+            index = padding.index(self.b, self.linear(coords, dist.shape))
+            self.b.store(v, self.shared_pointer(index, stored))
         self.hooks.barrier(self.b)
         values = []
         for coords in self.coordinates(layout, shape):
-            index = self.linear(source(coords), source_shape)
+            index = padding.index(self.b, self.linear(source(coords), source_shape))
             v = self.b.load(self.shared_pointer(index, stored), typ=stored)
             values.append(self.b.trunc(v, lt.I1) if storage == lt.I1 else v)
         return values
-
 
     def owner(self, layout: L.Layout, shape: Sequence[int]) -> list[ir.Value]:
         """Per element of this thread, whether it is the element's first holder (a layout
@@ -301,6 +305,62 @@ class GPUKernel:
         body()
         self.b.branch(merge)
         self.b.position_at_end(merge)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedPadding:
+    """Where a tile's element of row-major index ``i`` lies in shared memory: after each row
+    (of at least one 128-byte line of the 32 banks) ``pad`` elements are skipped, and ``pad``
+    more after every ``group`` rows.
+
+    A layout change writes a tile along one dimension and reads it along another; unpadded,
+    the elements of a column are a multiple of 128 bytes apart and the threads of a warp that
+    read them all hit one bank.  One pad per row moves each next row over by a "chunk" (4
+    bytes, or the widest vector access either side makes, so vector accesses stay aligned and
+    never straddle a pad), and the extra pad every ``128 / chunk`` rows spreads rows that are a
+    multiple of that apart too (a thread holding several rows of a column).  The position
+    depends on the row-major index only, so any view of the tile (a reshape) reads it back."""
+
+    element_bytes: int
+    row: int
+    pad: int
+    group: int
+
+    @staticmethod
+    def of(shape: Sequence[int], element_bytes: int, vector: int) -> "SharedPadding":
+        """The padding of a tile of ``shape`` whose accesses take up to ``vector`` consecutive
+        elements of ``element_bytes`` at once (none for a tile of one row)."""
+        chunk = min(16, max(4, element_bytes * vector))
+        row = max(shape[-1] if shape else 1, 128 // element_bytes)
+        if _numel(shape) <= row:
+            return SharedPadding(element_bytes, row, 0, 1)
+        return SharedPadding(element_bytes, row, max(1, chunk // element_bytes), 128 // chunk)
+
+    def offset(self, i: int) -> int:
+        """The padded position of index ``i`` (at compile time)."""
+        return i + (i // self.row + i // (self.row * self.group)) * self.pad
+
+    def index(self, b: ir.IRBuilder, i: ir.Value) -> ir.Value:
+        """The padded position of index ``i`` (an i32 value)."""
+        if not self.pad:
+            return i
+        rows = b.udiv(i, ir.Constant(lt.I32, self.row))
+        groups = b.udiv(i, ir.Constant(lt.I32, self.row * self.group))
+        return b.add(i, b.mul(b.add(rows, groups), ir.Constant(lt.I32, self.pad)))
+
+    def size_bytes(self, count: int) -> int:
+        """Bytes ``count`` elements take, padding included, rounded up to 16."""
+        return -(-(self.offset(count - 1) + 1) * self.element_bytes // 16) * 16
+
+
+def _contiguous(layout: L.Layout, shape: Sequence[int]) -> int:
+    """Consecutive elements along the last dimension of ``shape`` one thread holds (what a
+    vector access of shared memory can take at once)."""
+    blocked, removed = L.blocked_of(layout)
+    kept = [d for d in range(blocked.rank) if d not in removed]
+    if not kept or blocked.order[0] != kept[-1]:
+        return 1
+    return max(1, min(blocked.size_per_thread[kept[-1]], shape[-1]))
 
 
 def _numel(shape: Sequence[int]) -> int:

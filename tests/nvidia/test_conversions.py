@@ -1,0 +1,258 @@
+"""Layout conversions of the cuda backend: the remove-redundant-conversions pass
+(`naiad.codegen.gpu.conversions`) and the padded shared-memory tiles of a conversion
+(`naiad.codegen.gpu.kernel.SharedPadding`).
+
+The compile tests run in CI (PTX, TTGIR and metadata of kernels compiled for sm_90 without a
+GPU); the differential tests against torch need a GPU (``gpu`` fixture) and cover the
+conversions that go through padded shared memory: transposes, reductions along either
+dimension, ``expand_dims``/broadcast mixes, over dtypes, shapes and masks.
+"""
+
+import re
+
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.codegen.gpu.kernel import SharedPadding
+
+from .conftest import compile_cuda
+
+try:
+    import torch
+except ImportError:          # the compile tests need no torch
+    torch = None
+
+pytestmark = pytest.mark.shipped_backends
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+@naiad.jit
+def range_in_two_layouts(x, y, z, N: tl.constexpr, M: tl.constexpr):
+    """``offs`` is wanted 1-D (the loads and stores of ``x``/``y``) and as the rows of a 2-D
+    tile: a make_range, computed again in the second layout instead of converted."""
+    offs = tl.arange(0, N)
+    cols = tl.arange(0, M)
+    tl.store(z + offs[:, None] * M + cols[None, :], offs[:, None] * 1000 + cols[None, :])
+    tl.store(y + offs, tl.load(x + offs) * 2)
+
+
+@naiad.jit
+def loaded_value_in_two_layouts(x, y, z, N: tl.constexpr, M: tl.constexpr):
+    """``v`` (a load: not cheap) is wanted as the rows of a 2-D tile by two ops: one conversion,
+    the second op reuses it; its last use (the 1-D store) gives it its own layout."""
+    offs = tl.arange(0, N)
+    cols = tl.arange(0, M)
+    v = tl.load(x + offs)
+    a = v + 1.0
+    b = v * 3.0
+    tl.store(z + offs[:, None] * M + cols[None, :], a[:, None] + b[:, None] * cols[None, :])
+    tl.store(y + offs, v)
+
+
+@naiad.jit
+def transpose(x, out, M: tl.constexpr, N: tl.constexpr, m, n):
+    """``out[j, i] = x[i, j]`` for the ``m x n`` part of an ``M x N`` tile (masked)."""
+    rows = tl.arange(0, M)[:, None]
+    cols = tl.arange(0, N)[None, :]
+    t = tl.load(x + rows * n + cols, mask=(rows < m) & (cols < n), other=0)
+    t = tl.trans(t)
+    rows_t = tl.arange(0, N)[:, None]
+    cols_t = tl.arange(0, M)[None, :]
+    tl.store(out + rows_t * m + cols_t, t, mask=(rows_t < n) & (cols_t < m))
+
+
+@naiad.jit
+def sums_along_both(x, out0, out1, M: tl.constexpr, N: tl.constexpr, m, n):
+    """Column sums and row sums of the ``m x n`` part of an ``M x N`` tile (masked)."""
+    rows = tl.arange(0, M)[:, None]
+    cols = tl.arange(0, N)[None, :]
+    t = tl.load(x + rows * n + cols, mask=(rows < m) & (cols < n), other=0)
+    tl.store(out0 + tl.arange(0, N), tl.sum(t, axis=0), mask=tl.arange(0, N) < n)
+    tl.store(out1 + tl.arange(0, M), tl.sum(t, axis=1), mask=tl.arange(0, M) < m)
+
+
+@naiad.jit
+def outer_mix(x, y, out, M: tl.constexpr, N: tl.constexpr, m, n):
+    """``out = x[:, None] * 2 + y[None, :] + max(x)``, with ``x``/``y`` loaded 1-D and also stored
+    back 1-D (so each is wanted in two layouts), masked to ``m x n``."""
+    i = tl.arange(0, M)
+    j = tl.arange(0, N)
+    a = tl.load(x + i, mask=i < m, other=0)
+    b = tl.load(y + j, mask=j < n, other=0)
+    tile = a[:, None] * 2 + b[None, :] + tl.max(a, axis=0)
+    tl.store(out + i[:, None] * n + j[None, :], tile, mask=(i[:, None] < m) & (j[None, :] < n))
+    tl.store(x + i, a + 1, mask=i < m)
+    tl.store(y + j, b + 1, mask=j < n)
+
+
+# -- compile tests (CI) ----------------------------------------------------------------------------
+def _count(ptx: str, pattern: str) -> int:
+    return len(re.findall(pattern, ptx))
+
+
+def _compile(fn, signature, constexprs, num_warps=4):
+    return compile_cuda(fn, signature, constexprs, num_warps=num_warps)
+
+
+RANGE_SIG = {"x": "*fp32", "y": "*fp32", "z": "*i32", "N": "constexpr", "M": "constexpr"}
+
+
+def _without_rematerialization(monkeypatch):
+    """Compile as before the pass: no cheap value is computed again (a fresh compile)."""
+    from naiad.codegen.gpu import conversions
+
+    monkeypatch.setenv("NAIAD_ALWAYS_COMPILE", "1")
+    monkeypatch.setattr(conversions, "_first_cheap_conflict", lambda requests, layouts: None)
+
+
+def test_a_range_wanted_in_two_layouts_is_computed_again_not_converted(monkeypatch):
+    kernel = _compile(range_in_two_layouts, RANGE_SIG, {"N": 64, "M": 32})
+    ptx = kernel.asm["ptx"]
+    assert _count(ptx, r"bar\.sync") == 0 and _count(ptx, r"st\.shared") == 0, ptx
+    assert kernel.metadata["shared"] == 0
+    ttgir = str(kernel.asm["ttgir"])
+    assert ttgir.count("tt.make_range") == 3 and "ttg.convert" not in ttgir, ttgir
+    _without_rematerialization(monkeypatch)
+    before = _compile(range_in_two_layouts, RANGE_SIG, {"N": 64, "M": 32})
+    assert _count(before.asm["ptx"], r"bar\.sync") >= 2
+    assert _count(before.asm["ptx"], r"st\.shared") >= 1
+    assert "ttg.convert" in str(before.asm["ttgir"])
+
+
+def test_a_value_converted_for_two_ops_is_converted_once():
+    kernel = _compile(loaded_value_in_two_layouts, RANGE_SIG | {"z": "*fp32"}, {"N": 64, "M": 32})
+    ttgir = str(kernel.asm["ttgir"])
+    converts = re.findall(r'ttg\.convert = "([^"]*)"', ttgir)
+    assert len(converts) == 2 and sum("(reused)" in c for c in converts) == 1, ttgir
+    assert _count(kernel.asm["ptx"], r"bar\.sync") == 2, kernel.asm["ptx"]
+
+
+TRANSPOSE_SIG = {"x": "*fp32", "out": "*fp32", "M": "constexpr", "N": "constexpr", "m": "i32",
+                 "n": "i32"}
+
+
+def test_a_transpose_pads_its_shared_tile():
+    kernel = _compile(transpose, TRANSPOSE_SIG, {"M": 32, "N": 64})
+    unpadded = 32 * 64 * 4
+    padding = SharedPadding.of((32, 64), 4, 4)
+    assert kernel.metadata["shared"] == padding.size_bytes(32 * 64) > unpadded
+    # a 16-byte pad between rows (31), one more after every 8 rows (3 inside the tile)
+    assert kernel.metadata["shared"] == unpadded + (31 + 3) * 16
+    ptx = kernel.asm["ptx"]
+    assert _count(ptx, r"bar\.sync") == 2
+    assert "st.shared.v4.b32" in ptx          # the padding keeps the 128-bit stores
+
+
+def test_a_one_row_tile_is_not_padded():
+    padding = SharedPadding.of((1, 64), 4, 4)
+    assert padding.pad == 0 and padding.size_bytes(64) == 256
+    assert SharedPadding.of((64,), 2, 8).size_bytes(64) == 128
+
+
+@pytest.mark.parametrize("element_bytes,vector", [(4, 1), (4, 4), (2, 8), (1, 16), (1, 1), (8, 2)])
+@pytest.mark.parametrize("row_stride", [1, 2, 4])
+def test_padding_spreads_a_column_over_the_banks(element_bytes, vector, row_stride):
+    """32 threads reading one column of a 64x128 tile (thread t: row ``t * row_stride``) hit
+    as many banks as the padding's chunk allows: all 32 for 4-byte chunks, one per 16-byte
+    chunk (8) for 16-byte vectors -- without padding they all hit one bank."""
+    shape = (64 * row_stride, 128)
+    padding = SharedPadding.of(shape, element_bytes, vector)
+    chunk = padding.pad * element_bytes
+    for column in (0, 5):
+        words = {(padding.offset((t * row_stride) * shape[1] + column) * element_bytes) // 4 % 32
+                 for t in range(32)}
+        assert len(words) == min(32, 128 // chunk), (chunk, sorted(words))
+    # vectors of the writing side never straddle a pad and stay aligned
+    for i in range(0, shape[0] * shape[1], vector):
+        start = padding.offset(i)
+        assert start * element_bytes % min(16, vector * element_bytes) == 0
+        assert padding.offset(i + vector - 1) == start + vector - 1
+
+
+@pytest.mark.parametrize("fn,signature", [
+    (transpose, TRANSPOSE_SIG),
+    (sums_along_both, {"x": "*fp16", "out0": "*fp16", "out1": "*fp16", "M": "constexpr",
+                       "N": "constexpr", "m": "i32", "n": "i32"}),
+    (outer_mix, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "M": "constexpr", "N": "constexpr",
+                 "m": "i32", "n": "i32"}),
+])
+@pytest.mark.parametrize("shape", [(16, 16), (1, 64), (64, 1), (64, 128)])
+def test_conversion_kernels_compile(fn, signature, shape):
+    kernel = _compile(fn, signature, {"M": shape[0], "N": shape[1]})
+    assert kernel.metadata["shared"] % 16 == 0
+    assert ".entry" in kernel.asm["ptx"]
+
+
+# -- GPU tests against torch -----------------------------------------------------------------------
+SHAPES = [(16, 16), (32, 64), (64, 128), (1, 64), (64, 1), (128, 32)]
+#: (block shape, the part of it that is real: full, or cut so that the masks matter)
+CUTS = [(shape, part) for shape in SHAPES
+        for part in {shape, (max(1, shape[0] - 3), max(1, shape[1] - 5))}]
+
+
+def _data(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape, device="cuda") < 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, device="cuda").to(dtype)
+    return torch.randint(-100, 100, shape, device="cuda", dtype=dtype)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool"])
+@pytest.mark.parametrize("shape,part", CUTS, ids=[f"{s[0]}x{s[1]}-{p[0]}x{p[1]}" for s, p in CUTS])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_transpose_matches_torch(dtype, shape, part, num_warps):
+    dtype = getattr(torch, dtype)
+    x = _data(part, dtype)
+    out = torch.zeros((part[1], part[0]), device="cuda", dtype=dtype)
+    transpose[(1,)](x, out, shape[0], shape[1], part[0], part[1], num_warps=num_warps)
+    assert torch.equal(out, x.t().contiguous())
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+@pytest.mark.parametrize("shape,part", CUTS, ids=[f"{s[0]}x{s[1]}-{p[0]}x{p[1]}" for s, p in CUTS])
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_sums_along_both_dims_match_torch(dtype, shape, part, num_warps):
+    dtype = getattr(torch, dtype)
+    x = _data(part, dtype)
+    out0 = torch.zeros(part[1], device="cuda", dtype=dtype)
+    out1 = torch.zeros(part[0], device="cuda", dtype=dtype)
+    sums_along_both[(1,)](x, out0, out1, shape[0], shape[1], part[0], part[1], num_warps=num_warps)
+    want0, want1 = x.to(torch.float64).sum(0), x.to(torch.float64).sum(1)
+    if dtype.is_floating_point:
+        tol = 1e-2 * max(part) if dtype == torch.float16 else 1e-4 * max(part)
+        torch.testing.assert_close(out0.double(), want0, atol=tol, rtol=1e-2)
+        torch.testing.assert_close(out1.double(), want1, atol=tol, rtol=1e-2)
+    else:
+        assert torch.equal(out0, want0.to(dtype)) and torch.equal(out1, want1.to(dtype))
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("shape,part", CUTS, ids=[f"{s[0]}x{s[1]}-{p[0]}x{p[1]}" for s, p in CUTS])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_expand_dims_and_broadcast_mix_matches_torch(shape, part, num_warps):
+    x, y = _data(part[0], torch.float32), _data(part[1], torch.float32)
+    x0, y0 = x.clone(), y.clone()
+    out = torch.zeros(part, device="cuda")
+    outer_mix[(1,)](x, y, out, shape[0], shape[1], part[0], part[1], num_warps=num_warps)
+    torch.testing.assert_close(out, x0[:, None] * 2 + y0[None, :] + x0.max())
+    assert torch.equal(x, x0 + 1) and torch.equal(y, y0 + 1)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("n,m", [(64, 32), (16, 128), (128, 1)])
+def test_rematerialized_and_reused_conversions_match_torch(n, m):
+    x = _data(n, torch.float32)
+    y = torch.zeros(n, device="cuda")
+    z = torch.zeros((n, m), device="cuda", dtype=torch.int32)
+    range_in_two_layouts[(1,)](x, y, z, n, m)
+    rows, cols = torch.arange(n, device="cuda")[:, None], torch.arange(m, device="cuda")[None, :]
+    assert torch.equal(y, x * 2) and torch.equal(z, (rows * 1000 + cols).int())
+    y2 = torch.zeros(n, device="cuda")
+    z2 = torch.zeros((n, m), device="cuda")
+    loaded_value_in_two_layouts[(1,)](x, y2, z2, n, m)
+    assert torch.equal(y2, x)
+    torch.testing.assert_close(z2, (x + 1)[:, None] + (x * 3)[:, None] * cols.float())
