@@ -181,6 +181,14 @@ class TargetHooks:
         raise NotImplementedError(f"tl.inline_asm_elementwise is not supported on the {self.name} "
                                   f"backend (its assembly is written for another instruction set)")
 
+    def printf(self, b: ir.IRBuilder, text: str, values: list[ir.Value]) -> None:
+        """C's ``printf(text, values...)`` on a GPU target (``tl.device_print``)."""
+        raise NotImplementedError(f"tl.device_print is not supported on the {self.name} backend yet")
+
+    def assert_fail(self, b: ir.IRBuilder, message: str, file: str, line: int, function: str) -> None:
+        """Report a failed ``tl.device_assert`` and stop the kernel, on a GPU target."""
+        raise NotImplementedError(f"tl.device_assert is not supported on the {self.name} backend yet")
+
     def check_access(self, kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
                      lanes: int, element: ir.Type) -> ir.Value | None:
         """Called before every memory access with its lane addresses and mask; returns the mask

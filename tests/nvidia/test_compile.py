@@ -278,31 +278,21 @@ def test_debug_barrier_compiles_to_bar_sync():
 
 
 @naiad.jit
+def _asm_max(a, b):
+    return tl.inline_asm_elementwise("max.s32 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@naiad.jit
 def unsupported_kernel(x_ptr, b_ptr, out_ptr, WHAT: tl.constexpr):
     offs = tl.arange(0, 16)
     x = tl.load(x_ptr + offs)
-    if WHAT == "join":
-        tl.store(out_ptr + tl.arange(0, 32), tl.reshape(tl.join(x, x), (32,)))
-    elif WHAT == "cat":
-        tl.store(out_ptr + tl.arange(0, 32), tl.cat(x, x, can_reorder=True))
-    elif WHAT == "print":
-        tl.device_print("x", x)
-    elif WHAT == "gather":
-        tl.store(out_ptr + offs, tl.gather(x, 15 - offs, 0))
-    elif WHAT == "histogram":
-        tl.store(out_ptr + offs, tl.histogram(offs, 16).to(tl.float32))
-    elif WHAT == "dot3d":
-        t = tl.reshape(tl.load(x_ptr + tl.arange(0, 512)), (2, 16, 16))
-        tl.store(out_ptr + tl.arange(0, 512), tl.reshape(tl.dot(t, t), (512,)))
-    elif WHAT == "bf16_atomic":
-        tl.atomic_add(b_ptr + offs, x.to(tl.bfloat16))
-    else:
-        block = tl.make_block_ptr(x_ptr, (16,), (1,), (0,), (16,), (0,))
-        tl.store(out_ptr + offs, tl.load(block))
+    if WHAT == "asm_in_combine":
+        tl.store(out_ptr, tl.reduce(x.to(tl.int32), 0, _asm_max).to(tl.float32))
 
 
 #: What the GPU lowering does not support yet -> what its error must name.
-UNSUPPORTED = {"print": "tt.print"}
+UNSUPPORTED = {"asm_in_combine": "tl.inline_asm_elementwise inside a combine function"}
 
 
 @pytest.mark.parametrize("what", list(UNSUPPORTED))

@@ -90,6 +90,8 @@ _HINTS = {
     700: "a kernel accessed memory out of bounds (check masks and pointer arithmetic; "
          "NAIAD_DEBUG=1 on the CPU backend finds it); this process's CUDA context is now unusable",
     701: "the kernel uses too many registers for its block size: use fewer warps (num_warps)",
+    710: "a tl.device_assert failed (the GPU printed its message above); this process's CUDA "
+         "context is now unusable",
 }
 
 

@@ -5,6 +5,7 @@ the functions a kernel calls)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import llvmlite.ir as ir
@@ -44,6 +45,18 @@ def _exp(ctx: Any, args: list[ir.Value]) -> ir.Value:
 _FAST_F32 = {"expf": _exp, "exp2f": lambda ctx, args: _ptx(ctx, "ex2.approx.f32", args)}
 
 
+def _string(module: ir.Module, text: str) -> ir.Value:
+    """A generic pointer to a NUL-terminated constant (one global per distinct text)."""
+    data = bytearray(text.encode("utf-8") + b"\0")
+    name = f"naiad.str.{hashlib.sha1(data).hexdigest()[:16]}"
+    glob = module.globals.get(name)
+    if glob is None:
+        kind = ir.ArrayType(lt.I8, len(data))
+        glob = ir.GlobalVariable(module, kind, name=name)
+        glob.initializer, glob.global_constant, glob.linkage = ir.Constant(kind, data), True, "internal"
+    return glob.bitcast(lt.PTR)
+
+
 class NVPTXHooks(TargetHooks):
     name = "cuda"
     warp_size = 32
@@ -55,6 +68,7 @@ class NVPTXHooks(TargetHooks):
         module.triple = TRIPLE
         module.data_layout = DATA_LAYOUT
         self._smem = None
+        self._print_slots: dict[str, ir.Value] = {}
 
     # -- kernel interface ------------------------------------------------------------------------
     def param_type(self, mlir_type: Any) -> ir.Type:
@@ -126,6 +140,35 @@ class NVPTXHooks(TargetHooks):
             smem.linkage = "external"
             smem.align = 16
         return lt.opaque(b, smem, self.shared_addrspace)
+
+    def inline_asm(self, ctx: Any, op: Any, args: list[ir.Value]) -> ir.Value:
+        """Reached only from combine functions: elsewhere the GPU rule (`ops_asm`) runs it."""
+        raise NotImplementedError("tl.inline_asm_elementwise inside a combine function (tl.reduce, "
+                                  "tl.associative_scan) is not supported by the cuda backend yet")
+
+    # -- debugging -----------------------------------------------------------------------------
+    def printf(self, b: ir.IRBuilder, text: str, values: list[ir.Value]) -> None:
+        """CUDA's device printf, ``vprintf(format, arguments)``: the arguments in one local
+        struct, each at its natural alignment (as C's varargs lay them out)."""
+        vprintf = lt.function(b.module, "vprintf", lt.I32, [lt.PTR, lt.PTR])
+        packed = ir.LiteralStructType([v.type for v in values])
+        slot = self._print_slots.get(str(packed))
+        if slot is None:         # one per layout, at the kernel's entry (not a dynamic alloca)
+            here = b.block
+            b.position_at_start(b.function.entry_basic_block)
+            slot = self._print_slots[str(packed)] = b.alloca(packed)
+            b.position_at_end(here)
+        for i, v in enumerate(values):
+            b.store(v, b.gep(slot, [ir.Constant(lt.I32, 0), ir.Constant(lt.I32, i)]))
+        b.call(vprintf, [_string(b.module, text), lt.opaque(b, slot)])
+
+    def assert_fail(self, b: ir.IRBuilder, message: str, file: str, line: int, function: str) -> None:
+        """``__assertfail``: the driver prints the message with the thread and block, and the
+        kernel stops (the context then reports CUDA_ERROR_ASSERT)."""
+        fail = lt.function(b.module, "__assertfail", lt.VOID, [lt.PTR, lt.PTR, lt.I32, lt.PTR, lt.I64])
+        fail.attributes.add("noreturn")
+        b.call(fail, [_string(b.module, message), _string(b.module, file), ir.Constant(lt.I32, line),
+                      _string(b.module, function), ir.Constant(lt.I64, 1)])
 
     # -- math ----------------------------------------------------------------------------------------
     def approximate(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value | None:

@@ -2,5 +2,5 @@
 threads (`kernel.GPUKernel`), one rule per op in the ``ops_*`` modules, target specifics in a
 backend's hooks.  Importing the package registers every rule."""
 
-from naiad.codegen.gpu import (ops_basic, ops_control, ops_dot, ops_memory, ops_reduce,  # noqa: F401
-                               ops_shapes)
+from naiad.codegen.gpu import (ops_asm, ops_basic, ops_control, ops_debug, ops_dot,  # noqa: F401
+                               ops_memory, ops_reduce, ops_shapes)
