@@ -148,8 +148,9 @@ class KernelMetadata(dict):
 class CompiledKernel:
     """Every stage's output (``asm``), the JSON metadata, and the backend that made them.
 
-    `launch` loads the binary through the driver on first use (``function``, ``n_regs``,
-    ``n_spills`` are then set) and runs the grid.
+    `launch` loads the binary through the driver on the current device the first time it runs
+    there (``module``, ``function``, ``n_regs``, ``n_spills`` are then that device's) and runs
+    the grid.
     """
 
     name: str
@@ -164,6 +165,8 @@ class CompiledKernel:
         self.module: Any = None
         self.n_regs = self.n_spills = 0
         self.launcher: Any = None
+        self._loaded: dict[int, tuple] = {}       # device -> (module, function, n_regs, n_spills)
+        self._device: int | None = None           # whose module and function are current
 
     @property
     def binary(self) -> bytes:
@@ -176,20 +179,26 @@ class CompiledKernel:
         return self.metadata.get("hash", "")
 
     def load(self, driver: Any) -> None:
-        if self.function is not None:
-            return
-        from naiad import knobs
-
+        """Make the current device's module and function this kernel's, loading them there
+        the first time."""
         device = driver.get_current_device()
-        start_hook, end_hook = knobs.runtime.kernel_load_start_hook, knobs.runtime.kernel_load_end_hook
-        if start_hook:
-            start_hook(None, None, self.name, self.metadata, self.hash)
-        self.module, self.function, self.n_regs, self.n_spills, _ = driver.load_binary(
-            self.name, self.binary, self.metadata, device)
-        if end_hook:
-            end_hook(self.module, self.function, self.name, self.metadata, self.hash)
-        self.launcher = driver.make_launcher(self.signature, self.metadata)
-        self.packed_metadata = self.backend.pack_metadata(self.metadata)
+        loaded = self._loaded.get(device)
+        if loaded is None:
+            from naiad import knobs
+
+            start_hook, end_hook = knobs.runtime.kernel_load_start_hook, knobs.runtime.kernel_load_end_hook
+            if start_hook:
+                start_hook(None, None, self.name, self.metadata, self.hash)
+            module, function, n_regs, n_spills, _ = driver.load_binary(self.name, self.binary,
+                                                                       self.metadata, device)
+            loaded = self._loaded[device] = (module, function, n_regs, n_spills)
+            if end_hook:
+                end_hook(module, function, self.name, self.metadata, self.hash)
+        self.module, self.function, self.n_regs, self.n_spills = loaded
+        self._device = device
+        if self.launcher is None:
+            self.launcher = driver.make_launcher(self.signature, self.metadata)
+            self.packed_metadata = self.backend.pack_metadata(self.metadata)
 
     def _driver(self) -> Any:
         """The driver of the backend that compiled this kernel."""
@@ -217,7 +226,7 @@ class CompiledKernel:
         return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
-        if self.function is None:
+        if self._device != driver.get_current_device():
             self.load(driver)
         stream = driver.get_current_stream()
         enter, leave = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook

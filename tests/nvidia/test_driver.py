@@ -67,6 +67,7 @@ class FakeLibCUDA:
         self.set_attributes: list[tuple] = []
         self.unloaded: list = []
         self.launches: list[dict] = []
+        self.kernel_names = {b"add"}           # what the loaded modules hold
         self.param_formats: list[str] = []      # how fake_cuLaunchKernelEx reads the parameters
         self.pointer_devices: dict[int, int] = {}
         self.elapsed_ms = 0.5
@@ -134,7 +135,7 @@ class FakeLibCUDA:
         return 0
 
     def fake_cuModuleGetFunction(self, pointer, module, name):
-        if name != b"add":
+        if name not in self.kernel_names:
             return 500
         _put(pointer, ctypes.c_void_p, module + 0x1000)
         return 0
@@ -624,6 +625,29 @@ def test_the_warm_path_refuses_another_current_device(fake):
         "move them with .to('cuda:1'), or make cuda:0 current (torch.cuda.set_device(0)) before "
         "launching")
     assert fake.launches == []
+
+
+@pytest.mark.shipped_backends
+def test_a_compiled_kernel_loads_itself_on_each_device_it_runs_on(fake):
+    """One compiled kernel, launched on cuda:0 then cuda:1: a module per device, each launch
+    with its own device's function, and back on cuda:0 no second load."""
+    from .conftest import compile_cuda
+    from .test_ops import affine_kernel
+
+    fake.devices = 2
+    driver = CUDADriver()
+    kernel = compile_cuda(affine_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                          {"BLOCK": 128})
+    fake.param_formats = ["Q", "Q", "i"]
+    fake.kernel_names.add(b"affine_kernel")
+    for device in (0, 1, 0):
+        driver.set_current_device(device)
+        kernel.launch(driver, (1, 1, 1), [0x1000, 0x2000, 100, 128])
+    contexts = [context for _, context in fake.images]
+    assert len(contexts) == 2 and contexts[0] != contexts[1]
+    functions = [launch["function"] for launch in fake.launches]
+    assert functions[0] == functions[2] != functions[1]
+    assert [launch["context"] for launch in fake.launches] == [contexts[0], contexts[1], contexts[0]]
 
 
 def test_a_kernel_launched_on_another_device_than_it_was_loaded_on(fake):
