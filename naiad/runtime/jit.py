@@ -232,8 +232,9 @@ class JITFunction:
         self.__qualname__ = fn.__qualname__
         self.__doc__ = fn.__doc__
         self.__globals__ = fn.__globals__
-        try:
-            self._src = textwrap.dedent(inspect.getsource(fn))
+        try:                  # one read of the source (inspect tokenizes the file for it)
+            lines, self.starting_line_number = inspect.getsourcelines(fn)
+            self._src = textwrap.dedent("".join(lines))
         except (OSError, TypeError):
             raise NaiadError(f"@naiad.jit needs the source code of {fn.__qualname__}, and Python "
                              f"cannot find it -- fix: define kernels in a .py file (not in `python -c` "
@@ -241,8 +242,8 @@ class JITFunction:
         start = _DEF.search(self._src)
         before = self._src[:start.start()] if start else ""
         self._src = self._src[start.start():] if start else self._src
-        #: The first line of the decorators, as Triton reports it; `def_line` is the ``def``.
-        self.starting_line_number = inspect.getsourcelines(fn)[1]
+        #: `starting_line_number` is the first line of the decorators, as Triton reports it;
+        #: `def_line` is the ``def``.
         self.def_line = self.starting_line_number + before.count("\n")
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
         signature = inspect.signature(fn)
