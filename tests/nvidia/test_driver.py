@@ -190,6 +190,9 @@ def fake(monkeypatch) -> FakeLibCUDA:
     lib = FakeLibCUDA()
     monkeypatch.setattr(cuda_driver, "_open_libcuda", lambda: lib)
     monkeypatch.setattr(cuda_driver, "_status", None)
+    # on a GPU machine torch may run CUDA already: the stand-in's devices are not torch's
+    monkeypatch.setattr(cuda_driver, "_torch_cuda", lambda: None)
+    monkeypatch.setattr(cuda_driver, "_torch_running", None)
     return lib
 
 
