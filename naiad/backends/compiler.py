@@ -184,6 +184,12 @@ class BaseBackend(metaclass=ABCMeta):
     def get_target_name(self, options: Any) -> str:
         """A printable target name, e.g. "cuda:90" or "cpu:x86_64-avx2"."""
 
+    def derived_asm(self, name: str, asm: dict[str, Any]) -> str | None:
+        """A view of a compiled kernel that no stage writes, made when ``kernel.asm[name]`` is
+        first read (the cuda backend disassembles its cubin for ``"sass"``); None: there is no
+        such view.  Optional."""
+        return None
+
     def stage_codec(self, stage: str) -> StageCodec:
         """How the output of ``stage`` is stored: bytes for `binary_ext`, text otherwise.
 

@@ -144,6 +144,22 @@ class KernelMetadata(dict):
                                  f"{', '.join(sorted(self))})") from None
 
 
+class AsmDict(dict):
+    """A compiled kernel's stage outputs, by stage name; a name no stage wrote is asked of the
+    backend on first use (`BaseBackend.derived_asm`: ``asm["sass"]`` on cuda), as Triton's."""
+
+    def __init__(self, outputs: dict[str, Any], backend: BaseBackend):
+        super().__init__(outputs)
+        self._backend = backend
+
+    def __missing__(self, name: str) -> Any:
+        value = self._backend.derived_asm(name, self)
+        if value is None:
+            raise KeyError(name)
+        self[name] = value
+        return value
+
+
 @dataclasses.dataclass
 class CompiledKernel:
     """Every stage's output (``asm``), the JSON metadata, and the backend that made them.
@@ -161,6 +177,7 @@ class CompiledKernel:
 
     def __post_init__(self) -> None:
         self.metadata = KernelMetadata(self.metadata)
+        self.asm = AsmDict(self.asm, self.backend)
         self.function: Any = None
         self.module: Any = None
         self.n_regs = self.n_spills = 0

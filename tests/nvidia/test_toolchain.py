@@ -370,3 +370,65 @@ def test_real_ptxas_rejects_broken_ptx():
                                90, ptxas=ptxas)
     message = str(info.value)
     assert "ptxas failed" in message and "kernel.ptx" in message and "syntax error" in message
+
+
+# -- SASS (kernel.asm["sass"]) -------------------------------------------------------------------
+_CUOBJDUMP_SCRIPT = """#!/bin/sh
+echo "SASS OF $2 FROM $1"
+while IFS= read -r line; do echo "$line"; done < "$2"
+"""
+
+
+def _cubin_kernel():
+    from .conftest import compile_cuda
+    from .test_ops import affine_kernel
+
+    return compile_cuda(affine_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                        {"BLOCK": 128})
+
+
+@pytest.fixture
+def compiled():
+    """A compiled cuda kernel (made before `clean` empties sys.path)."""
+    return _cubin_kernel()
+
+
+@posix_only
+@pytest.mark.shipped_backends
+def test_sass_is_the_cubin_through_cuobjdump(compiled, clean, monkeypatch):
+    kernel = compiled
+    kernel.asm["cubin"] = b"\x7fELF fake cubin\n"
+    _write_tool(clean / "cuda" / "bin" / "cuobjdump", _CUOBJDUMP_SCRIPT)
+    monkeypatch.setenv("CUDA_HOME", str(clean / "cuda"))
+    sass = kernel.asm["sass"]
+    assert sass.startswith("SASS OF ") and " FROM -sass\n" in sass and "fake cubin" in sass
+    assert kernel.asm["sass"] is sass                      # made once
+    with pytest.raises(KeyError):
+        kernel.asm["no such view"]
+
+
+@pytest.mark.shipped_backends
+def test_sass_without_cuobjdump_says_what_to_install(compiled, clean):
+    kernel = compiled
+    kernel.asm["cubin"] = b"\x7fELF fake cubin\n"
+    with pytest.raises(NaiadError, match=r"kernel.asm\['sass'\] needs NVIDIA's cuobjdump, which "
+                                         r"was not found -- fix: pip install nvidia-cuda-cuobjdump"):
+        kernel.asm["sass"]
+
+
+@pytest.mark.shipped_backends
+def test_sass_of_a_ptx_binary_asks_for_ptxas(compiled, clean):
+    kernel = compiled
+    kernel.asm["cubin"] = b".version 8.0\n"
+    with pytest.raises(NaiadError, match=r"needs a cubin, and this kernel's binary is its PTX"):
+        kernel.asm["sass"]
+
+
+@pytest.mark.shipped_backends
+def test_real_sass_names_the_kernel():
+    from naiad.backends.cuda.toolchain import _search_tool
+
+    if _search_tool("cuobjdump") is None or toolchain.find_ptxas() is None:
+        pytest.skip("needs cuobjdump (the CUDA toolkit) and ptxas")
+    sass = _cubin_kernel().asm["sass"]
+    assert "affine_kernel" in sass and re.search(r"\bF(MUL|FMA|ADD)\b", sass)

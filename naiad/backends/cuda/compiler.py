@@ -66,6 +66,19 @@ class CUDABackend(BaseBackend):
 
         return f"llvmlite-{llvmlite.__version__}-sm{self.target.arch}-{toolchain_hash()}"
 
+    def derived_asm(self, name: str, asm: dict[str, Any]) -> str | None:
+        """``asm["sass"]``: the cubin disassembled by cuobjdump (as Triton gives it)."""
+        if name != "sass":
+            return None
+        from naiad.backends.cuda.toolchain import disassemble
+        from naiad.errors import NaiadError
+
+        if not asm["cubin"].startswith(b"\x7fELF"):
+            raise NaiadError("kernel.asm['sass'] needs a cubin, and this kernel's binary is its "
+                             "PTX (no ptxas was found when it was compiled) -- fix: pip install "
+                             "nvidia-cuda-nvcc (or set NAIAD_PTXAS_PATH) and compile again")
+        return disassemble(asm["cubin"])
+
     def parse_options(self, options: dict[str, Any]) -> CUDAOptions:
         known = {f.name for f in dataclasses.fields(CUDAOptions)}
         values = {k: v for k, v in options.items() if k in known and v is not None}

@@ -1,4 +1,5 @@
-"""Finding and running NVIDIA's tools: ptxas (PTX -> cubin) and libdevice (the math library).
+"""Finding and running NVIDIA's tools: ptxas (PTX -> cubin), libdevice (the math library) and
+cuobjdump (cubin -> SASS, for ``kernel.asm["sass"]``).
 
 LLVM (through llvmlite) writes PTX; only NVIDIA's ptxas turns it into a cubin.  A cubin loads in
 0.1 ms where handing the driver PTX to JIT-compile takes ~100 ms per kernel, so the backend
@@ -90,7 +91,12 @@ def find_ptxas() -> str | None:
 
 
 def _search_ptxas() -> str | None:
-    name = "ptxas" + _EXE
+    return _search_tool("ptxas")
+
+
+def _search_tool(tool: str) -> str | None:
+    """An NVIDIA command-line tool from the pip wheels, the CUDA install or PATH."""
+    name = tool + _EXE
     for entry in sys.path:
         wheel = [os.path.join(entry, d, name) for d in _WHEEL_PTXAS]
         wheel += sorted(glob.glob(os.path.join(glob.escape(entry), "nvidia", "*", "bin", name)))
@@ -102,6 +108,26 @@ def _search_ptxas() -> str | None:
         if _is_executable(path):
             return path
     return shutil.which(name)
+
+
+def disassemble(cubin: bytes) -> str:
+    """The SASS of a cubin, as ``cuobjdump -sass`` prints it (the CUDA toolkit's, or the
+    ``nvidia-cuda-cuobjdump`` wheel's)."""
+    tool = _configured_or_searched("cuobjdump", None, _is_executable,
+                                   lambda: _search_tool("cuobjdump"), complaint="")
+    if tool is None:
+        raise NaiadError("kernel.asm['sass'] needs NVIDIA's cuobjdump, which was not found -- "
+                         "fix: pip install nvidia-cuda-cuobjdump, or install the CUDA toolkit "
+                         "(CUDA_HOME)")
+    with tempfile.TemporaryDirectory(prefix="naiad-sass-") as folder:
+        path = os.path.join(folder, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        done = subprocess.run([tool, "-sass", path], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise NaiadError(f"{tool} -sass failed (exit status {done.returncode}): "
+                         f"{(done.stderr + done.stdout).strip()[:1000]}")
+    return done.stdout
 
 
 def find_libdevice() -> str | None:
