@@ -87,6 +87,19 @@ def outer_mix(x, y, out, M: tl.constexpr, N: tl.constexpr, m, n):
 
 
 # -- compile tests (CI) ----------------------------------------------------------------------------
+@naiad.jit
+def strided_copy(X, stride_xm, stride_xn, Z, stride_zm, stride_zn, m, n,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Triton's test_permute kernel, masked: which dimension is contiguous comes from the
+    strides (a stride of 1 is specialized as a constant)."""
+    off_m = tl.arange(0, BLOCK_M)
+    off_n = tl.arange(0, BLOCK_N)
+    mask = (off_m[:, None] < m) & (off_n[None, :] < n)
+    xs = X + off_m[:, None] * stride_xm + off_n[None, :] * stride_xn
+    zs = Z + off_m[:, None] * stride_zm + off_n[None, :] * stride_zn
+    tl.store(zs, tl.load(xs, mask=mask), mask=mask)
+
+
 def _count(ptx: str, pattern: str) -> int:
     return len(re.findall(pattern, ptx))
 
@@ -184,6 +197,38 @@ def test_conversion_kernels_compile(fn, signature, shape):
     assert ".entry" in kernel.asm["ptx"]
 
 
+_DIV = [["tt.divisibility", 16]]
+
+
+@pytest.mark.parametrize("dtype", ["*fp32", "*fp16"])
+@pytest.mark.parametrize("shape", [(16, 16), (32, 64), (128, 128)])
+def test_accesses_run_along_their_contiguous_dimension(dtype, shape):
+    """A store whose pointers are consecutive along dim 0 gets a layout along dim 0 (Triton's
+    coalescing): both the load (along dim 1) and the store move 128 bits per access, and the
+    value changes layout through shared memory in between; a plain copy needs no shared memory."""
+    from naiad.compiler.compiler import ASTSource
+
+    import naiad as nd
+    from .conftest import TARGET
+
+    def build(transposed):
+        signature = {"X": dtype, "stride_xm": "i32", "stride_xn": "constexpr", "Z": dtype,
+                     "stride_zm": "constexpr" if transposed else "i32",
+                     "stride_zn": "i32" if transposed else "constexpr", "m": "constexpr",
+                     "n": "constexpr"}
+        constexprs = {"stride_xn": 1, ("stride_zm" if transposed else "stride_zn"): 1,
+                      "m": shape[0], "n": shape[1], "BLOCK_M": shape[0], "BLOCK_N": shape[1]}
+        attrs = {"X": _DIV, "Z": _DIV, "stride_xm": _DIV, ("stride_zn" if transposed else "stride_zm"): _DIV}
+        return nd.compile(ASTSource(strided_copy, signature, constexprs, attrs), target=TARGET,
+                          options={"num_warps": 4})
+
+    for transposed in (True, False):
+        kernel = build(transposed)
+        ptx = kernel.asm["ptx"]
+        assert re.search(r"ld\.global\.v[48]", ptx) and re.search(r"st\.global\.v[48]", ptx)
+        assert (kernel.metadata["shared"] > 0) == transposed
+
+
 # -- GPU tests against torch -----------------------------------------------------------------------
 SHAPES = [(16, 16), (32, 64), (64, 128), (1, 64), (64, 1), (128, 32)]
 #: (block shape, the part of it that is real: full, or cut so that the masks matter)
@@ -256,3 +301,20 @@ def test_rematerialized_and_reused_conversions_match_torch(n, m):
     loaded_value_in_two_layouts[(1,)](x, y2, z2, n, m)
     assert torch.equal(y2, x)
     torch.testing.assert_close(z2, (x + 1)[:, None] + (x * 3)[:, None] * cols.float())
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+@pytest.mark.parametrize("shape,part", CUTS, ids=[f"{s[0]}x{s[1]}-{p[0]}x{p[1]}" for s, p in CUTS])
+def test_strided_copies_in_both_directions_match_torch(dtype, shape, part):
+    """test_permute's two launches: a transposing copy (load along dim 1, store along dim 0)
+    and a plain one through transposed strides."""
+    x = _data(part, getattr(torch, dtype))
+    out = torch.zeros((part[1], part[0]), device="cuda", dtype=x.dtype)
+    strided_copy[(1,)](x, x.stride(0), x.stride(1), out, out.stride(1), out.stride(0), part[0],
+                       part[1], BLOCK_M=shape[0], BLOCK_N=shape[1])
+    assert torch.equal(out, x.t().contiguous())
+    back = torch.zeros_like(x)
+    strided_copy[(1,)](out, out.stride(1), out.stride(0), back, back.stride(0), back.stride(1),
+                       part[0], part[1], BLOCK_M=shape[0], BLOCK_N=shape[1])
+    assert torch.equal(back, x)

@@ -20,6 +20,7 @@ from xdsl.ir import SSAValue
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
 
@@ -40,10 +41,15 @@ Request = tuple[Any, SSAValue, L.Layout]
 
 
 def assign_layouts(func: Any, num_warps: int, warp_size: int,
-                   requests: list[Request] | None = None) -> dict[SSAValue, L.Layout]:
-    """Each tensor value's layout; ``requests`` (when given) receives every request made."""
+                   requests: list[Request] | None = None,
+                   axis: dict[SSAValue, AxisInfo] | None = None) -> dict[SSAValue, L.Layout]:
+    """Each tensor value's layout; ``requests`` (when given) receives every request made.
+    ``axis`` is the function's axis information (`axis_info.analyze`, computed when not given):
+    a load or store whose pointers run along another dimension than the last gets a layout
+    along that dimension (Triton's coalescing), and its users convert."""
     layouts: dict[SSAValue, L.Layout] = {}
     asking: list[Any] = [None]           # the op whose rule is running
+    axis = analyze(func) if axis is None else axis
 
     def default(value: SSAValue) -> L.Layout:
         vector = max(1, min(8, 16 // _element_bytes(value)))      # 128-bit accesses
@@ -64,6 +70,12 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
 
     for op in reversed(list(func.walk())):
         asking[0] = op
+        if isinstance(op, (tt.LoadOp, tt.StoreOp)) and _tensor(op.ptr):
+            accessed = op.results[0] if isinstance(op, tt.LoadOp) else op.ptr
+            along = _coalesced(op.ptr, layouts.get(accessed), axis, num_warps, warp_size)
+            if along is not None:
+                layouts[accessed] = along        # a load's users convert
+                layouts.setdefault(op.ptr, along)
         rule = _RULES.get(type(op))
         results = [r for r in op.results if _tensor(r)]
         if rule is not None:
@@ -90,6 +102,26 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
                     if _tensor(arg):
                         own(arg)
     return layouts
+
+
+def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue, AxisInfo],
+               num_warps: int, warp_size: int) -> L.Layout | None:
+    """A layout whose threads run along the dimension the accesses through ``pointers`` are
+    consecutive in (dimensions ordered by contiguity, most first), where ``current`` (the layout
+    the accessed value has so far) is a blocked layout running along another; None otherwise."""
+    info = axis.get(pointers)
+    shape = _shape(pointers)
+    if info is None or len(shape) < 2 or isinstance(current, L.Slice):
+        return None
+    order = sorted(range(len(shape)), key=lambda d: (-info.contiguity[d], -d))
+    if info.contiguity[order[0]] < 2:
+        return None
+    if current is not None and current.order[0] == order[0]:
+        return None
+    if current is None and order[0] == len(shape) - 1:
+        return None                      # the default layout runs along it
+    vector = max(1, min(8, 16 // _element_bytes(pointers)))
+    return L.default_blocked(shape, num_warps, warp_size, vector, order)
 
 
 def _element_bytes(value: SSAValue) -> int:

@@ -71,8 +71,8 @@ class GPUKernel:
         func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
                     and op.sym_visibility is not None and op.sym_visibility.data == "public")
         self.func_op = func
-        self.layouts = assign_layouts(func, self.num_warps, self.warp_size)
         self.axis = analyze(func)
+        self.layouts = assign_layouts(func, self.num_warps, self.warp_size, axis=self.axis)
         args = list(func.body.block.args)
         types = [self.hooks.param_type(a.type) for a in args]
         fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, types), func.sym_name.data)

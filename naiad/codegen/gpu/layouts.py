@@ -63,15 +63,15 @@ Layout = Blocked | Slice
 
 
 def default_blocked(shape: Sequence[int], num_warps: int, warp_size: int = 32,
-                    vector: int = 4) -> Blocked:
+                    vector: int = 4, order: Sequence[int] | None = None) -> Blocked:
     """The layout a tensor of ``shape`` starts with (Triton's default, coalescing the last
-    dimension): ``vector`` consecutive elements per thread along it, then the threads of a warp
-    along it and on towards the first dimension, then the warps from the first dimension on;
-    what is left over repeats (threads or warps sharing elements)."""
+    dimension, or ``order[0]`` when given): ``vector`` consecutive elements per thread along
+    it, then the threads of a warp along it and on through ``order``, then the warps from the
+    slowest dimension on; what is left over repeats (threads or warps sharing elements)."""
     rank = len(shape)
-    order = tuple(range(rank - 1, -1, -1))
+    order = tuple(order) if order is not None else tuple(range(rank - 1, -1, -1))
     spt = [1] * rank
-    spt[rank - 1] = max(1, min(vector, shape[rank - 1]))
+    spt[order[0]] = max(1, min(vector, shape[order[0]]))
     tpw = [1] * rank
     lanes = warp_size
     for d in order:
@@ -82,12 +82,12 @@ def default_blocked(shape: Sequence[int], num_warps: int, warp_size: int = 32,
     tpw[order[0]] *= lanes                         # more lanes than elements: they share
     wpc = [1] * rank
     warps = num_warps
-    for d in range(rank):
+    for d in reversed(order):
         room = max(1, shape[d] // (spt[d] * tpw[d]))
         take = min(warps, _pow2_floor(room))
         wpc[d] = take
         warps //= take
-    wpc[0] *= warps
+    wpc[order[-1]] *= warps
     return Blocked(tuple(spt), tuple(tpw), tuple(wpc), order)
 
 
