@@ -8,6 +8,12 @@ a reduction the parent of its result's slice.  The first request a value gets (f
 use) wins; other uses convert (`GPUKernel.convert`).  Every request is also reported (``requests``)
 so that `naiad.codegen.gpu.conversions` can see which uses convert and remove the conversions it
 can.
+
+Loads and stores are coalesced first, as Triton's Coalesce pass does: when the axis
+information says an access's pointers are consecutive along another dimension than the layout
+it was given runs along (a transposing copy), the access gets a layout along that dimension,
+and the value changes layout through shared memory instead of memory being read or written
+one element at a time.
 """
 
 from __future__ import annotations
