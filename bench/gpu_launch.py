@@ -9,8 +9,10 @@ back-to-back calls, then one torch.cuda.synchronize) / N, in microseconds.  Rows
 
 * whole launches: ``kernel[(1,)](x, y, out, 64, BLOCK_SIZE=64)`` for Naiad and Triton, and
   ``torch.add(x, y, out=out)``;
-* Naiad's pieces: the prepared direct launcher alone (``_Prepared.direct``: device and stream,
-  argument packing, cuLaunchKernelEx), its argument packer alone, the current device and stream
+* Naiad's pieces: the launch entry alone (the prepared launcher swapped for a no-op: argument
+  keys, selection state, validity, grid), three of its steps, the prepared direct launcher
+  alone (``_Prepared.direct``: device and stream, argument packing, cuLaunchKernelEx), its
+  argument packer alone, the current device and stream
   alone, and cuLaunchKernelEx alone through ctypes with a buffer packed once (and the older
   cuLaunchKernel, 11 arguments instead of 4, the same way);
 * a Python function call with the same arguments and nothing in it (the floor of any launch
@@ -50,9 +52,10 @@ def median_us(call, launches: int, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def naiad_pieces(kernels, x, y, out) -> list[tuple[str, object]]:
-    """The calls that make up one warm Naiad launch, each runnable alone."""
+def naiad_pieces(kernels, x, y, out, timed) -> list[tuple[str, float]]:
+    """The calls that make up one warm Naiad launch, each timed alone by ``timed(call)``."""
     from naiad.backends.cuda.driver import _CONFIG, _device_and_stream
+    from naiad.runtime import jit
 
     fn = kernels.add_kernel
     launch = fn[(1,)]
@@ -76,8 +79,18 @@ def naiad_pieces(kernels, x, y, out) -> list[tuple[str, object]]:
     def empty(grid, hooks, x, y, out, n, /, **options):
         return None
 
-    return [
+    real, prepared.direct = prepared.direct, lambda grid, args: None
+    try:          # the launch entry with the prepared launcher swapped for a no-op
+        entry = timed(lambda: launch(x, y, out, 64, BLOCK_SIZE=64))
+    finally:
+        prepared.direct = real
+
+    return [(name, timed(call)) for name, call in [
         ("naiad: whole launch kernel[(1,)](...)", lambda: launch(x, y, out, 64, BLOCK_SIZE=64)),
+        ("naiad: entry's key of one CUDA tensor",
+         lambda: (x.dtype, x.get_device() if x.is_cuda else x.device.type, x.data_ptr() % 16 == 0)),
+        ("naiad: entry's selection-state token", jit._state),
+        ("naiad: entry's check that the prepared launch is valid", lambda: prepared.valid(fn)),
         ("naiad: prepared direct launcher", lambda: prepared.direct((1, 1, 1), args)),
         ("naiad: argument packer", lambda: launcher.pack(args, device, 1, 1, 1, stream)),
         ("naiad: current device and stream", lambda: _device_and_stream(driver)),
@@ -87,7 +100,7 @@ def naiad_pieces(kernels, x, y, out) -> list[tuple[str, object]]:
          lambda _keep=buffer: classic(function, 1, 1, 1, block, 1, 1, shared, stream, table, None)),
         ("python: empty function, same arguments", lambda: empty((1,), False, x, y, out, 64,
                                                                  BLOCK_SIZE=64)),
-    ]
+    ]] + [("naiad: launch entry alone (launcher a no-op)", entry)]
 
 
 def main() -> None:
@@ -102,13 +115,16 @@ def main() -> None:
         kernels = gpu.load_kernels(kernel_dir)
         x, y = gpu.randn(64), gpu.randn(64)
         out = torch.empty_like(x)
-        rows = [("torch: torch.add(x, y, out=out)", lambda: torch.add(x, y, out=out))]
+
+        def timed(call):
+            return median_us(call, args.launches, args.repeats)
+
+        results = [("torch: torch.add(x, y, out=out)", timed(lambda: torch.add(x, y, out=out)))]
         if "triton" in kernels:
             triton_launch = kernels["triton"].add_kernel[(1,)]
-            rows.append(("triton: whole launch kernel[(1,)](...)",
-                         lambda: triton_launch(x, y, out, 64, BLOCK_SIZE=64)))
-        rows += naiad_pieces(kernels["naiad"], x, y, out)
-        results = [(name, median_us(call, args.launches, args.repeats)) for name, call in rows]
+            results.append(("triton: whole launch kernel[(1,)](...)",
+                            timed(lambda: triton_launch(x, y, out, 64, BLOCK_SIZE=64))))
+        results += naiad_pieces(kernels["naiad"], x, y, out, timed)
     width = max(len(name) for name, _ in results)
     print(f"{'call':<{width}}  median us")
     for name, us in results:

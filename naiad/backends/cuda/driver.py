@@ -196,23 +196,23 @@ _torch_running: Any = None      # torch, once it has initialized CUDA (that neve
 
 def _device_and_stream(driver: "CUDADriver") -> tuple[int, int]:
     """The current device and stream for a warm launch, read straight from torch's C functions
-    once torch runs CUDA (`get_current_device` and `get_current_stream` go through Python)."""
-    global _torch_running
-    torch = _torch_running
+    once torch runs CUDA."""
+    torch = _torch_running or _torch_cuda()
     if torch is None:
-        torch = _torch_running = _torch_cuda()
-        if torch is None:
-            return driver._local.device, 0
+        return driver._local.device, 0
     device = torch._C._cuda_getDevice()
     return device, torch._C._cuda_getCurrentRawStream(device)
 
 
 def _torch_cuda() -> Any:
-    """torch, when it is imported and has initialized CUDA: its current device and stream rule."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return torch
-    return None
+    """torch, when it is imported and has initialized CUDA: its current device and stream rule
+    (remembered once true: a launch asks at every call)."""
+    global _torch_running
+    if _torch_running is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            _torch_running = torch
+    return _torch_running
 
 
 class _ThreadState(threading.local):
