@@ -13,11 +13,12 @@ under the real ``import triton``; the same launch code then runs either module. 
   then the median over repeats of the time between two torch.cuda.Events around one call
   (after warmup calls; no L2 flush, the sizes are far larger than L2).
 * launch: host time of one warm launch of a 64-element kernel with grid (1,): time.perf_counter
-  over N back-to-back launches followed by torch.cuda.synchronize, divided by N; median of repeats.
+  over N back-to-back launches followed by torch.cuda.synchronize, divided by N; median of
+  repeats, the frameworks timed in turn in each repeat.
 * compile: cold start of the softmax kernel in a new process whose NAIAD_CACHE_DIR and
   TRITON_CACHE_DIR are fresh empty directories: the import of the kernel module (which imports
-  the package) and the first launch (compile + load + run, synchronized); median of 3 processes
-  (1 with --quick).  torch and the CUDA context are set up before the clock starts, and so is
+  the package) and the first launch (compile + load + run, synchronized); median of 5 processes
+  each, started in turn (1 with --quick).  torch and the CUDA context are set up before the clock starts, and so is
   Triton's driver helper, which Triton builds with a C compiler once per cache directory, not
   per kernel; what either does lazily at its first launch counts.
 
@@ -326,7 +327,7 @@ class Settings:
 
     @classmethod
     def of(cls, quick: bool) -> Settings:
-        return cls(True, 5, 20, 2000, 3, 1) if quick else cls(False, 10, 100, 10000, 7, 3)
+        return cls(True, 5, 20, 2000, 3, 1) if quick else cls(False, 10, 100, 10000, 9, 5)
 
 
 @dataclass
@@ -398,36 +399,40 @@ def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings)
     return [row]
 
 
-def host_median_us(call: Callable[[], Any], s: Settings) -> float:
-    """Host time per call over ``s.launches`` back-to-back calls and a final synchronize."""
-    for _ in range(100):
-        call()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(s.launch_repeats):
-        start = time.perf_counter()
-        for _ in range(s.launches):
+def host_medians_us(calls: dict[str, Callable[[], Any]], s: Settings) -> dict[str, float]:
+    """Host time per call of each of ``calls`` over ``s.launches`` back-to-back calls and a final
+    synchronize; median of ``s.launch_repeats`` rounds, each round timing every call once (in
+    turn, so that a machine's slow moments fall on all of them alike)."""
+    for call in calls.values():
+        for _ in range(100):
             call()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / s.launches * 1e6)
-    return statistics.median(samples)
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(s.launch_repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(s.launches):
+                call()
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / s.launches * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def launch_rows(kernels: dict, s: Settings) -> list[Row]:
     x, y = randn(64), randn(64)
     out = torch.empty_like(x)
     row = Row("warm launch, add of 64 fp32, grid (1,)", "us/launch", {}, [], ("<=", 0.5))
-    row.values["torch"] = host_median_us(lambda: torch.add(x, y, out=out), s)
+    calls = {"torch": lambda: torch.add(x, y, out=out)}
     for framework, k in kernels.items():
         try:
             launch = k.add_kernel[(1,)]
             out.fill_(math.nan)
             launch(x, y, out, 64, BLOCK_SIZE=64)
             check(out, x + y, 0.0, 0.0)
-            row.values[framework] = host_median_us(
-                lambda: launch(x, y, out, 64, BLOCK_SIZE=64), s)
+            calls[framework] = functools.partial(launch, x, y, out, 64, BLOCK_SIZE=64)
         except Exception as e:  # noqa: BLE001
             row.failures.append(f"{framework} FAIL: {first_line(e)}")
+    row.values.update(host_medians_us(calls, s))
     return [row]
 
 
@@ -482,13 +487,17 @@ def compile_rows(kernels: dict, s: Settings) -> list[Row]:
     imports = Row("cold start: import of the kernel module", "ms", {}, [])
     launches = Row(f"cold compile: first softmax launch (BLOCK {SOFTMAX_COLS})", "ms", {}, [],
                    ("<=", 0.7))
-    for framework in kernels:
-        try:
-            runs = [cold_start_ms(framework, kernel_dir) for _ in range(s.cold_runs)]
-            imports.values[framework] = statistics.median(r[0] for r in runs)
-            launches.values[framework] = statistics.median(r[1] for r in runs)
-        except Exception as e:  # noqa: BLE001
-            launches.failures.append(f"{framework} FAIL: {first_line(e)}")
+    runs: dict[str, list[tuple[float, float]]] = {framework: [] for framework in kernels}
+    for _ in range(s.cold_runs):             # the frameworks in turn, round after round
+        for framework in list(runs):
+            try:
+                runs[framework].append(cold_start_ms(framework, kernel_dir))
+            except Exception as e:  # noqa: BLE001
+                launches.failures.append(f"{framework} FAIL: {first_line(e)}")
+                del runs[framework]
+    for framework, samples in runs.items():
+        imports.values[framework] = statistics.median(r[0] for r in samples)
+        launches.values[framework] = statistics.median(r[1] for r in samples)
     return [imports, launches]
 
 
