@@ -99,3 +99,10 @@ def test_the_backend_a_target_names_is_used_without_loading_the_others(plugins, 
     finally:
         make_backend.cache_clear()
     assert type(backend).__name__ == "ToyBackend" and loaded == ["toy"]
+
+
+def test_a_constexpr_named_after_no_parameter_is_a_clear_error():
+    with pytest.raises(NaiadError) as info:
+        make_ttir(scale, SIGNATURE, {"BLOK": 64}, {})
+    assert str(info.value).startswith("scale: 'BLOK' is not one of its parameters (")
+    assert "fix: name the constexprs and attributes given to ASTSource" in str(info.value)

@@ -19,6 +19,7 @@ from naiad import knobs
 from naiad.compiler.builder import IRBuilder
 from naiad.compiler.code_generator import ArgSlot, CodeGenerator, ModuleContext
 from naiad.compiler.errors import CompilationError
+from naiad.errors import NaiadError
 from naiad.language import dtypes
 from naiad.language.core import constexpr
 from naiad.language.semantic import Semantic
@@ -33,6 +34,10 @@ def _by_index(fn: JITFunction, mapping: dict | None) -> dict[Any, Any]:
     result = {}
     for key, value in (mapping or {}).items():
         path = key if isinstance(key, tuple) else (key,)
+        if isinstance(path[0], str) and path[0] not in fn.arg_names:
+            raise NaiadError(f"{fn.__name__}: {path[0]!r} is not one of its parameters "
+                             f"({', '.join(fn.arg_names)}) -- fix: name the constexprs and "
+                             f"attributes given to ASTSource after the kernel's parameters")
         head = fn.arg_names.index(path[0]) if isinstance(path[0], str) else int(path[0])
         result[head if len(path) == 1 else (head, *path[1:])] = value
     return result

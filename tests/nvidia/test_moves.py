@@ -116,6 +116,14 @@ def test_histogram_counts_only_values_in_range(gpu):
     assert torch.equal(out.long(), torch.bincount(inside, minlength=32))
 
 
+def test_histogram_adds_the_constant_one_behind_a_branch():
+    """The increment ptxas turns into a warp-aggregated ATOMS.POPC.INC (as Triton's does)."""
+    import re
+
+    ptx = compile_cuda(histogram, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"N": 1024, "BINS": 64}).asm["ptx"]
+    assert re.search(r"atom\.shared\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
+
+
 def test_batched_dot(gpu):
     torch = gpu
     a = torch.randn(2, 16, 16, device="cuda", dtype=torch.float16)
