@@ -24,7 +24,6 @@ Writes the rows to bench/results/gpu_launch.csv.  Needs a CUDA device and torch.
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import os
 import statistics
@@ -34,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu  # noqa: E402  (bench/gpu.py: kernel modules, environment for the real Triton)
+import launch as launch_bench  # noqa: E402  (bench/launch.py: the table and CSV of timings)
 
 import torch  # noqa: E402
 
@@ -125,17 +125,7 @@ def main() -> None:
             results.append(("triton: whole launch kernel[(1,)](...)",
                             timed(lambda: triton_launch(x, y, out, 64, BLOCK_SIZE=64))))
         results += naiad_pieces(kernels["naiad"], x, y, out, timed)
-    width = max(len(name) for name, _ in results)
-    print(f"{'call':<{width}}  median us")
-    for name, us in results:
-        print(f"{name:<{width}}  {us:9.2f}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["call", "median_us", "launches", "repeats"])
-        for name, us in results:
-            writer.writerow([name, f"{us:.2f}", args.launches, args.repeats])
-    print(f"wrote {args.csv}")
+    launch_bench.report(results, args.csv, args.launches, args.repeats)
 
 
 if __name__ == "__main__":

@@ -67,17 +67,23 @@ def main() -> None:
         rows.append(("torch torch.add(x, y, out=o) (cpu)",
                      median_us(lambda: torch.add(tx, ty, out=to), args.launches, args.repeats)))
 
+    report(rows, args.csv, args.launches, args.repeats)
+
+
+def report(rows: list[tuple[str, float]], path: str, launches: int, repeats: int) -> None:
+    """Print ``(call, median us)`` rows as a table and write them to the CSV file ``path``
+    (bench/gpu_launch.py reports the same way)."""
     width = max(len(name) for name, _ in rows)
     print(f"{'call':<{width}}  median us")
     for name, us in rows:
         print(f"{name:<{width}}  {us:9.2f}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["call", "median_us", "launches", "repeats"])
         for name, us in rows:
-            writer.writerow([name, f"{us:.2f}", args.launches, args.repeats])
-    print(f"wrote {args.csv}")
+            writer.writerow([name, f"{us:.2f}", launches, repeats])
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
