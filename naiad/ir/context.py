@@ -14,7 +14,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.cf import Cf
 from xdsl.dialects.func import Func
-from xdsl.dialects.gpu import GPU
 from xdsl.dialects.math import Math
 from xdsl.dialects.scf import Scf
 from xdsl.ir import Operation
@@ -24,6 +23,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from naiad.errors import NaiadError
 from naiad.ir.arith import ARITH
+from naiad.ir.gpu import GPU
 from naiad.ir.tt import TT
 
 class IRParseError(NaiadError, ValueError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, Sequence
 
-from xdsl.dialects import gpu, math as xmath
+from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (BFloat16Type, DenseArrayBase, Float16Type, Float32Type,
                                    Float64Type, Float8E4M3B11FNUZType, Float8E4M3FNType,
                                    Float8E4M3FNUZType, Float8E5M2FNUZType, Float8E5M2Type,
@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import (BFloat16Type, DenseArrayBase, Float16Type, Fl
 from xdsl.ir import Attribute, Block, Region
 
 from naiad.compiler.builder import IRBuilder
-from naiad.ir import tt
+from naiad.ir import gpu, tt
 from naiad.ir import arith
 from naiad.ir.arith import RemFOp
 from naiad.ir.types import PointerType

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.dialects import gpu
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import _ELEMENTWISE, Dist, GPUKernel, is_tensor, rule, shape_of
-from naiad.ir import arith, tt
+from naiad.ir import arith, gpu, tt
 
 
 @rule(_ELEMENTWISE)

@@ -18,7 +18,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 import llvmlite.ir as ir
-from xdsl.dialects import gpu, scf
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
@@ -28,7 +28,7 @@ from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter
                                                buffer_element, numel)
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.compiler.errors import error_at
-from naiad.ir import arith, tt
+from naiad.ir import arith, gpu, tt
 
 ARG_SLOT = 8
 #: Bytes before the argument slots in `naiad_launch`'s buffer: five int32 and padding.
