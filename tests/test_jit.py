@@ -72,3 +72,53 @@ def test_relaunch_recompiles_after_a_dependency_changes(monkeypatch):
     monkeypatch.setattr(jit_helpers, "SCALE", tl.constexpr(10))
     jit_helpers.uses_helper[(1,)](x, out)
     assert out[0] == 20.0
+
+
+def _decorate(fn):
+    return fn
+
+
+@_decorate
+@naiad.jit(
+    do_not_specialize=["n"])
+def _stacked(x, n,
+             BLOCK: tl.constexpr):  # a comment
+    # a comment line inside
+    tl.store(x + tl.arange(0, BLOCK), n)
+
+
+def _outer():
+    @naiad.jit
+    def inner(x):
+        tl.store(x, 1)
+    return inner
+
+
+@pytest.mark.parametrize("fn", [_stacked.fn, _outer().fn, jit_helpers.scale.fn, _decorate],
+                         ids=["stacked-decorators", "nested", "other-module", "plain"])
+def test_kernel_source_is_read_as_inspect_reads_it(fn):
+    """One parse of a file serves every function in it (inspect tokenizes the file again for
+    each); the lines and first line must be inspect's."""
+    import inspect
+
+    from naiad.runtime.jit import _source_lines
+
+    assert _source_lines(fn) == inspect.getsourcelines(fn)
+
+
+def test_kernel_source_follows_an_edited_file(tmp_path, monkeypatch):
+    """A file read again (new lines in linecache) is parsed again."""
+    import importlib
+    import linecache
+    import sys
+
+    path = tmp_path / "edited_kernels.py"
+    path.write_text("import naiad\n\n@naiad.jit\ndef k(x):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = importlib.import_module("edited_kernels")
+    assert first.k.src.startswith("def k(x):")
+    path.write_text("import naiad\n\n@naiad.jit\ndef k(x, y):\n    y = 1\n    pass\n")
+    linecache.checkcache(str(path))
+    del sys.modules["edited_kernels"]
+    second = importlib.import_module("edited_kernels")       # same first line, longer body
+    assert second.k.src == "def k(x, y):\n    y = 1\n    pass\n"
