@@ -41,7 +41,8 @@ _ERRORS = {1: (b"CUDA_ERROR_INVALID_VALUE", b"invalid argument"),
            218: (b"CUDA_ERROR_INVALID_PTX", b"a PTX JIT compilation failed"),
            400: (b"CUDA_ERROR_INVALID_HANDLE", b"invalid resource handle"),
            500: (b"CUDA_ERROR_NOT_FOUND", b"named symbol not found"),
-           701: (b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", b"too many resources requested for launch")}
+           701: (b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", b"too many resources requested for launch"),
+           710: (b"CUDA_ERROR_ASSERT", b"device-side assert triggered")}
 
 H100_ATTRIBUTES = {75: 9, 76: 0, 97: 232448, 16: 132, 12: 65536, 10: 32, 13: 1980000,
                    36: 2619000, 37: 5120, 39: 2048}
@@ -610,6 +611,18 @@ def test_a_failed_launch_says_what_was_launched(driver, fake):
         "(num_warps)")
     with pytest.raises(CUDAError, match="cuLaunchKernelEx failed launching add \\(grid \\(2, 1, 1\\)"):
         launcher.direct(0x2001, function)((2, 1, 1), [5])
+
+
+def test_a_launch_after_a_failed_device_assert_says_what_happened(driver, fake):
+    """CUDA reports a failed tl.device_assert at the next call (here the next launch)."""
+    _, function, *_ = driver.load_binary("add", b"ptx", METADATA, 0)
+    launcher = driver.make_launcher([("n", "i32")], METADATA)
+    fake.results["cuLaunchKernelEx"] = 710
+    with pytest.raises(CUDAError) as info:
+        launcher(1, 1, 1, 0, function, (), None, None, None, 5)
+    assert str(info.value).endswith(
+        "CUDA_ERROR_ASSERT (710): device-side assert triggered -- a tl.device_assert failed (the "
+        "GPU printed its message above); this process's CUDA context is now unusable")
 
 
 def test_the_warm_path_refuses_another_current_device(fake):
