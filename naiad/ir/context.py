@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import struct
 
@@ -12,8 +13,6 @@ from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
-from xdsl.dialects.cf import Cf
-from xdsl.dialects.func import Func
 from xdsl.dialects.math import Math
 from xdsl.dialects.scf import Scf
 from xdsl.ir import Operation
@@ -31,11 +30,14 @@ class IRParseError(NaiadError, ValueError):
 
 
 def make_context() -> Context:
-    """A context with builtin, arith (tensor-capable, see above), math, scf, cf, func and
-    tt loaded."""
+    """A context with builtin, arith (tensor-capable, see above), math, scf, gpu and tt loaded,
+    and cf and func registered: TTIR text may hold them, but Naiad's own IR never does, so they
+    are imported only when a parsed text uses them (xDSL's cf costs a cold compile ~7 ms)."""
     ctx = Context()
-    for dialect in (Builtin, ARITH, Math, Scf, Cf, Func, GPU, TT):
+    for dialect in (Builtin, ARITH, Math, Scf, GPU, TT):
         ctx.load_dialect(dialect)
+    ctx.register_dialect("cf", lambda: importlib.import_module("xdsl.dialects.cf").Cf)
+    ctx.register_dialect("func", lambda: importlib.import_module("xdsl.dialects.func").Func)
     return ctx
 
 
