@@ -100,6 +100,29 @@ def strided_copy(X, stride_xm, stride_xn, Z, stride_zm, stride_zn, m, n,
     tl.store(zs, tl.load(xs, mask=mask), mask=mask)
 
 
+@naiad.jit
+def transposed_loads_in_a_loop(X, Z, stride_xn, K, BM: tl.constexpr, BN: tl.constexpr):
+    """A load contiguous along dim 0 (its own coalesced layout) carried through a loop whose
+    accumulator the store wants along dim 1."""
+    om = tl.arange(0, BM)
+    on = tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(K):
+        acc = acc * 0.5 + tl.load(X + k * BM * BN + om[:, None] + on[None, :] * stride_xn)
+    tl.store(Z + om[:, None] * BN + on[None, :], acc)
+
+
+@naiad.jit
+def transposed_load_in_a_branch(X, Z, stride_xn, flag, BM: tl.constexpr, BN: tl.constexpr):
+    om = tl.arange(0, BM)
+    on = tl.arange(0, BN)
+    if flag > 0:
+        v = tl.load(X + om[:, None] + on[None, :] * stride_xn)
+    else:
+        v = tl.zeros((BM, BN), tl.float32)
+    tl.store(Z + om[:, None] * BN + on[None, :], tl.sum(v, axis=1)[:, None] + v)
+
+
 def _count(ptx: str, pattern: str) -> int:
     return len(re.findall(pattern, ptx))
 
@@ -229,6 +252,25 @@ def test_accesses_run_along_their_contiguous_dimension(dtype, shape):
         assert (kernel.metadata["shared"] > 0) == transposed
 
 
+@pytest.mark.parametrize("fn,last", [(transposed_loads_in_a_loop, "K"),
+                                     (transposed_load_in_a_branch, "flag")])
+def test_coalesced_loads_under_control_flow_compile(fn, last):
+    """The load keeps its own layout (along dim 0) inside a loop or a branch; the loop's
+    accumulator and the branch's result convert."""
+    from naiad.compiler.compiler import ASTSource
+
+    import naiad as nd
+    from .conftest import TARGET
+
+    signature = {"X": "*fp32", "Z": "*fp32", "stride_xn": "i32", last: "i32"}
+    kernel = nd.compile(ASTSource(fn, signature, {"BM": 32, "BN": 64},
+                                  {"X": _DIV, "Z": _DIV, "stride_xn": _DIV}),
+                        target=TARGET, options={"num_warps": 4})
+    ptx = kernel.asm["ptx"]
+    assert re.search(r"ld\.global\.v4", ptx) and re.search(r"st\.global\.v4", ptx)
+    assert kernel.metadata["shared"] > 0
+
+
 # -- GPU tests against torch -----------------------------------------------------------------------
 SHAPES = [(16, 16), (32, 64), (64, 128), (1, 64), (64, 1), (128, 32)]
 #: (block shape, the part of it that is real: full, or cut so that the masks matter)
@@ -318,3 +360,28 @@ def test_strided_copies_in_both_directions_match_torch(dtype, shape, part):
     strided_copy[(1,)](out, out.stride(1), out.stride(0), back, back.stride(0), back.stride(1),
                        part[0], part[1], BLOCK_M=shape[0], BLOCK_N=shape[1])
     assert torch.equal(back, x)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_a_coalesced_load_carried_through_a_loop_matches_torch(k):
+    bm, bn = 32, 64
+    x = torch.randn(max(k, 1), bn, bm, device="cuda")        # each step column-major (bm, bn)
+    z = torch.full((bm, bn), 7.0, device="cuda")
+    transposed_loads_in_a_loop[(1,)](x, z, bm, k, BM=bm, BN=bn)
+    want = torch.zeros(bm, bn, device="cuda")
+    for i in range(k):
+        want = want * 0.5 + x[i].t()
+    torch.testing.assert_close(z, want)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("flag", [0, 1])
+def test_a_coalesced_load_in_a_branch_matches_torch(flag):
+    bm, bn = 32, 64
+    x = torch.randn(bn, bm, device="cuda")
+    z = torch.empty(bm, bn, device="cuda")
+    transposed_load_in_a_branch[(1,)](x, z, bm, flag, BM=bm, BN=bn)
+    v = x.t() if flag else torch.zeros(bm, bn, device="cuda")
+    torch.testing.assert_close(z, v.sum(1, keepdim=True) + v)
+
