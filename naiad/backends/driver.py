@@ -38,6 +38,13 @@ class Launcher(Protocol):
                  *kernel_args: Any) -> None: ...
 
 
+class StaleLaunch(Exception):
+    """Raised by a launcher's optional warm path (``launcher.direct(module, function)``, see
+    `naiad.runtime.jit`) when what it was made for no longer holds -- the CUDA one's: another
+    device is current.  The JIT then takes the full launch path, which loads and prepares the
+    kernel again or says which argument is wrong."""
+
+
 class DriverBase(metaclass=ABCMeta):
     """A backend's runtime.
 

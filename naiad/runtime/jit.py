@@ -111,8 +111,9 @@ def array_dtype_name(arg: Any) -> str | None:
     if view is not None:
         return view.dtype.name
     dtype = getattr(arg, "dtype", None)
-    if dtype is None:
-        interface = getattr(arg, "__array_interface__", None)
+    if dtype is None:         # a bare (CUDA) array interface: its typestr ("<f4")
+        interface = getattr(arg, "__array_interface__", None) or \
+            getattr(arg, "__cuda_array_interface__", None)
         return interface["typestr"] if interface is not None else None
     name = getattr(dtype, "name", None)        # numpy
     if isinstance(name, str):
@@ -580,6 +581,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
             return fn._run_slow(bound, options, grid, False, None)
         return full
     from naiad import knobs
+    from naiad.backends.driver import StaleLaunch
 
     scope: dict[str, Any] = {
         "_naiad_ndarray": _ndarray, "_naiad_address": _numpy_address, "_naiad_token": _token,
@@ -589,7 +591,8 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({}),
         # builtins under names no parameter can shadow (a parameter may be called `type`)
         "_naiad_type": type, "_naiad_int": int, "_naiad_tuple": tuple, "_naiad_len": len,
-        "_naiad_callable": callable, "_naiad_dict": dict, "_naiad_Tensor": _torch_tensor_type()}
+        "_naiad_callable": callable, "_naiad_dict": dict, "_naiad_Tensor": _torch_tensor_type(),
+        "_naiad_StaleLaunch": StaleLaunch}
     names = [p.name for p in fn.params]
     objects = ", ".join(names)
     arguments = "".join(f"{n}, " for n in names)          # a tuple's or a call's items, maybe none
@@ -655,7 +658,10 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "    if _naiad_len(_naiad_grid) != 3:",
         "        _naiad_grid = _naiad_grid + _naiad_ONES[_naiad_len(_naiad_grid)]",
         "    if prepared.direct is not None and not _naiad_hooked():",
-        f"        prepared.direct(_naiad_grid, [{values}])",
+        "        try:",
+        f"            prepared.direct(_naiad_grid, [{values}])",
+        "        except _naiad_StaleLaunch:            # e.g. another device is current now",
+        f"            return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
         "    else:",
         f"        prepared.kernel.launch(prepared.driver, _naiad_grid, [{values}] if prepared.addresses "
         f"else [{objects}])",

@@ -22,6 +22,9 @@ import types
 import numpy
 import pytest
 
+import naiad
+import naiad.language as tl
+
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.cuda import driver as cuda_driver
 from naiad.backends.cuda import toolchain
@@ -625,22 +628,67 @@ def test_a_launch_after_a_failed_device_assert_says_what_happened(driver, fake):
         "GPU printed its message above); this process's CUDA context is now unusable")
 
 
-def test_the_warm_path_refuses_another_current_device(fake):
+def test_the_warm_path_steps_aside_when_another_device_is_current(fake):
     """The warm path gets addresses (ints) checked on the device current at the first launch;
-    from another current device it says so instead of launching with them."""
+    from another current device it launches nothing and raises StaleLaunch, for the JIT to
+    take the full path."""
+    from naiad.backends.driver import StaleLaunch
+
     fake.devices = 2
     driver = CUDADriver()
     _, function, *_ = driver.load_binary("add", b"ptx", METADATA, 0)
     launcher = driver.make_launcher([("x", "*fp32"), ("n", "i32")], METADATA)
     run = launcher.direct(0x2001, function)
     driver.set_current_device(1)
-    with pytest.raises(NaiadError) as info:
+    with pytest.raises(StaleLaunch, match="add was prepared on cuda:0, cuda:1 is current"):
         run((1, 1, 1), [0x8000, 5])
-    assert str(info.value) == (
-        "add: its arguments are on cuda:0 but the kernel would run on cuda:1, the current device: "
-        "move them with .to('cuda:1'), or make cuda:0 current (torch.cuda.set_device(0)) before "
-        "launching")
     assert fake.launches == []
+
+
+@naiad.jit
+def scalars_only(n):
+    tl.device_print("n", n)
+
+
+@naiad.jit
+def fill_first(x, n):
+    tl.store(x, n)
+
+
+@pytest.mark.shipped_backends
+def test_warm_launches_follow_the_current_device(fake, monkeypatch):
+    """Through the JIT's warm path on two devices: a kernel of scalars loads and runs on the
+    new current device; an array left on cuda:0 is named when cuda:1 is current."""
+    from naiad.backends import selection
+
+    monkeypatch.setattr(selection, "_drivers", {})          # a driver over the stand-in
+    monkeypatch.setattr(selection, "_selected", {})
+    for kernel in (scalars_only, fill_first):
+        kernel.cache.clear()
+        kernel._fast.clear()
+    fake.devices = 2
+    fake.kernel_names |= {b"scalars_only", b"fill_first"}
+    fake.pointer_devices[0x9000] = 0
+    with naiad.set_backend("cuda"):
+        for device in (0, 0, 1, 1):
+            cuda_driver_instance().set_current_device(device)
+            scalars_only[(1,)](5)
+    contexts = [launch["context"] for launch in fake.launches]
+    assert len(fake.images) == 2 and contexts[0] == contexts[1] != contexts[2] == contexts[3]
+    cuda_driver_instance().set_current_device(0)
+    x = CudaArray(0x9000)
+    fill_first[(1,)](x, 1)
+    fill_first[(1,)](x, 2)                          # warm
+    cuda_driver_instance().set_current_device(1)
+    with pytest.raises(NaiadError, match="argument x is on cuda:0 but the kernel runs on cuda:1"):
+        fill_first[(1,)](x, 3)
+
+
+def cuda_driver_instance() -> CUDADriver:
+    """The driver the JIT launches cuda kernels with."""
+    from naiad.backends import selection
+
+    return selection.driver_for(selection.select([CudaArray(0x9000)]))
 
 
 @pytest.mark.shipped_backends

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
+from naiad.backends.driver import DriverBase, StaleLaunch, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
 from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.tensor_wrapper import TensorWrapper
@@ -697,9 +697,11 @@ class CUDALauncher:
 
     def direct(self, module: Any, function: Any) -> Callable[[tuple, Sequence[Any]], None]:
         """The warm launch path's launcher: ``run(grid, args)`` launches on the current stream
-        without hooks.  It is made right after a checked launch with these arguments' devices
-        (their addresses may come as ints: `naiad.runtime.jit`'s entry keys them by device), so
-        a launch from another current device is refused rather than handed foreign addresses."""
+        without hooks.  It is made right after a checked launch on the current device, with
+        ``function`` loaded there and the arguments' devices checked (their addresses may come
+        as ints: `naiad.runtime.jit`'s entry keys them by device); from another current device
+        it raises `StaleLaunch`, and the full path loads the kernel there or names the argument
+        that lives elsewhere."""
         pack, launch, block, shared = self.pack, self._launch, self.block, self.shared
         driver, addressof, table = self.driver, ctypes.addressof, _CONFIG.size
         checked = driver.get_current_device()
@@ -709,10 +711,8 @@ class CUDALauncher:
             if grid_x * grid_y * grid_z > 0:
                 device, stream = _device_and_stream(driver)
                 if device != checked:
-                    raise NaiadError(f"{self.name}: its arguments are on cuda:{checked} but the "
-                                     f"kernel would run on cuda:{device}, the current device: move "
-                                     f"them with .to('cuda:{device}'), or make cuda:{checked} "
-                                     f"current (torch.cuda.set_device({checked})) before launching")
+                    raise StaleLaunch(f"{self.name} was prepared on cuda:{checked}, cuda:{device} "
+                                      f"is current")
                 if driver._local.active != device:
                     driver.activate()
                 buffer = pack(args, device, grid_x, grid_y, grid_z, stream)
