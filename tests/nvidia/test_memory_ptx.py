@@ -168,27 +168,23 @@ def _copy(dtype="fp32", load_cache="", load_evict="", store_cache="", store_evic
                         _aligned("dst_ptr", "src_ptr", "n") if aligned else None)
 
 
-@needs_ptxas
-@pytest.mark.parametrize("cache", ["", ".ca", ".cg", ".cs", ".cv"])
-def test_load_cache_modifier(cache):
-    """As upstream's test_load_cache_modifier checks: ``ld.global<cache>`` for the one asked
-    for, none of the others; still 128 bits per access."""
-    kernel = _copy(load_cache=cache)
-    ptx = kernel.asm["ptx"]
-    assert f"ld.global{cache}.v4.b32" in ptx
-    for other in {".ca", ".cg", ".cs", ".cv"} - {cache}:
-        assert f"ld.global{other}" not in ptx
-    _check_binary(kernel)
+#: access -> (its PTX instruction, the cache modifiers Triton has for it)
+_MODIFIERS = {"load": ("ld", (".ca", ".cg", ".cs", ".cv")), "store": ("st", (".wb", ".cg", ".cs", ".wt"))}
 
 
 @needs_ptxas
-@pytest.mark.parametrize("cache", ["", ".wb", ".cg", ".cs", ".wt"])
-def test_store_cache_modifier(cache):
-    kernel = _copy(store_cache=cache)
+@pytest.mark.parametrize("where,cache", [(w, c) for w, (_, mods) in _MODIFIERS.items()
+                                         for c in ("",) + mods])
+def test_cache_modifier(where, cache):
+    """As upstream's test_load_cache_modifier / test_store_cache_modifier check:
+    ``ld.global<cache>`` (``st.``) for the one asked for, none of the others; still 128 bits
+    per access."""
+    kernel = _copy(**{f"{where}_cache": cache})
+    access, modifiers = _MODIFIERS[where]
     ptx = kernel.asm["ptx"]
-    assert f"st.global{cache}.v4.b32" in ptx
-    for other in {".wb", ".cg", ".cs", ".wt"} - {cache}:
-        assert f"st.global{other}" not in ptx
+    assert f"{access}.global{cache}.v4.b32" in ptx
+    for other in set(modifiers) - {cache}:
+        assert f"{access}.global{other}" not in ptx
     _check_binary(kernel)
 
 
