@@ -301,7 +301,9 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     times = {"ir": time.perf_counter() - start}
     metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(), "hash": key,
                                 **_json_safe(vars(opts))}
-    asm: dict[str, Any] = {src.ext: _stage_text(module)}
+    # A kernel's own TTIR is printed after its ttir stage (which runs first); an IR file's text
+    # is the output of the stage it was written at.
+    asm: dict[str, Any] = {} if isinstance(src, ASTSource) else {src.ext: _stage_text(module)}
     for stage in names[first:]:
         start = time.perf_counter()
         module = _run_stage(stages[stage], stage, module, metadata, target)
