@@ -10,6 +10,7 @@ lookup.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -37,11 +38,19 @@ class PassError(NaiadError, KeyError):
 
 
 def _as_function(pass_: PassFn | ModulePass) -> PassFn:
-    if isinstance(pass_, ModulePass):
-        from naiad.ir import make_context
+    """An xDSL pass as a function of the module, with a context made at its first run and kept
+    (making one loads every dialect: a few ms per pass and compile)."""
+    if not isinstance(pass_, ModulePass):
+        return pass_
+    context: list[Any] = []
 
-        return lambda module: pass_.apply(make_context(), module)
-    return pass_
+    def run(module: Any) -> Any:
+        if not context:
+            from naiad.ir import make_context
+
+            context.append(make_context())
+        return pass_.apply(context[0], module)
+    return run
 
 
 _REGISTRY: dict[str, PassFn] = {}
