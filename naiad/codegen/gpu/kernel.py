@@ -283,7 +283,7 @@ class GPUKernel:
         owners = self.owner(layout, shape)
         for value, c, own in zip(values, coords, owners):
             pointer = self.shared_pointer(self.linear(c, shape), storage)
-            self._when(own, lambda v=value, p=pointer: self.b.store(v, p))
+            self.when(own, lambda v=value, p=pointer: self.b.store(v, p))
         self.hooks.barrier(self.b)
         return [self.b.load(self.shared_pointer(self.linear(c, shape), storage), typ=storage)
                 for c in coords]
@@ -294,17 +294,45 @@ class GPUKernel:
         self.hooks.barrier(self.b)
         pointer = self.shared_pointer(ir.Constant(lt.I32, 0), value.type)
         first = self.b.icmp_unsigned("==", self.thread, ir.Constant(lt.I32, 0))
-        self._when(first, lambda: self.b.store(value, pointer))
+        self.when(first, lambda: self.b.store(value, pointer))
         self.hooks.barrier(self.b)
         return self.b.load(pointer, typ=value.type)
 
-    def _when(self, condition: ir.Value, body: Callable[[], Any]) -> None:
+    def when(self, condition: ir.Value | None, body: Callable[[], Any]) -> None:
+        """``body()`` emitted under ``condition`` (always, when None)."""
+        if condition is None:
+            body()
+            return
         then, merge = self.b.append_basic_block("then"), self.b.append_basic_block("merge")
         self.b.cbranch(condition, then, merge)
         self.b.position_at_end(then)
         body()
         self.b.branch(merge)
         self.b.position_at_end(merge)
+
+    def guarded(self, condition: ir.Value | None, body: Callable[[], ir.Value],
+                otherwise: ir.Value) -> ir.Value:
+        """``body()``'s value where ``condition`` holds (always, when None), else ``otherwise``."""
+        if condition is None:
+            return body()
+        b = self.b
+        before = b.block
+        then, merge = b.append_basic_block("then"), b.append_basic_block("merge")
+        b.cbranch(condition, then, merge)
+        b.position_at_end(then)
+        value = body()
+        end = b.block
+        b.branch(merge)
+        b.position_at_end(merge)
+        phi = b.phi(value.type)
+        phi.add_incoming(value, end)
+        phi.add_incoming(otherwise, before)
+        return phi
+
+    def forget_coordinates(self) -> None:
+        """Drop the remembered coordinates (`coordinates`): a region is being entered, where
+        values computed before it are not all available."""
+        self._coords.clear()
 
 
 @dataclasses.dataclass(frozen=True)

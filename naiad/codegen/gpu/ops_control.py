@@ -48,7 +48,7 @@ def _bind(k: GPUKernel, targets: list, values: list[list[ir.Value]], likes: list
 
 def _lower_body(k: GPUKernel, block: Any) -> list:
     """Lower a region's ops except its terminator; return the terminator."""
-    k._coords.clear()
+    k.forget_coordinates()
     for op in list(block.ops)[:-1]:
         k.lower_op(op)
     return block.last_op
@@ -78,7 +78,7 @@ def _for(k: GPUKernel, op: Any) -> None:
     iv.add_incoming(b.add(iv, step), end)
     b.branch(header)
     b.position_at_end(done)
-    k._coords.clear()
+    k.forget_coordinates()
     _bind(k, list(op.results), phis, list(op.results))
 
 
@@ -98,7 +98,7 @@ def _if(k: GPUKernel, op: Any) -> None:
         incoming.append((values, b.block))
         b.branch(merge)
     b.position_at_end(merge)
-    k._coords.clear()
+    k.forget_coordinates()
     if not op.results:
         return
     merged = []
@@ -135,5 +135,5 @@ def _while(k: GPUKernel, op: Any) -> None:
     _add_incoming(phis, yielded, end)
     b.branch(header)
     b.position_at_end(done)
-    k._coords.clear()
+    k.forget_coordinates()
     _bind(k, list(op.results), forwarded, list(op.results))

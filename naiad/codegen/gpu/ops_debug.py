@@ -53,7 +53,7 @@ def _print(k: GPUKernel, op: Any) -> None:
     prefix = _escape(op.prefix.data)
     args = list(op.args)
     if not args:
-        k._when(_thread0(k), lambda: k.hooks.printf(k.b, f"{where}{prefix}\n", pid))
+        k.when(_thread0(k), lambda: k.hooks.printf(k.b, f"{where}{prefix}\n", pid))
         return
     signed = list(op.isSigned.get_values())
     hexadecimal = bool(op.hex.value.data)
@@ -63,7 +63,7 @@ def _print(k: GPUKernel, op: Any) -> None:
         if not is_tensor(value):
             spec, printed = _value_format(k, k.scalar(value), value.type, is_signed, hexadecimal)
             line = f"{where} idx (){prefix}{operand}{spec}\n"
-            k._when(_thread0(k), lambda line=line, printed=printed: k.hooks.printf(k.b, line, [*pid, printed]))
+            k.when(_thread0(k), lambda line=line, printed=printed: k.hooks.printf(k.b, line, [*pid, printed]))
             continue
         shape = shape_of(value)
         layout = k.layout_of(value)
@@ -72,7 +72,7 @@ def _print(k: GPUKernel, op: Any) -> None:
         for element, coords, owns in zip(held, k.coordinates(layout, shape), k.owner(layout, shape)):
             spec, printed = _value_format(k, element, value.type, is_signed, hexadecimal)
             line = f"{where} idx ({index}){prefix}{operand}{spec}\n"
-            k._when(owns, lambda line=line, coords=coords, printed=printed:
+            k.when(owns, lambda line=line, coords=coords, printed=printed:
                     k.hooks.printf(k.b, line, [*pid, *coords, printed]))
 
 
@@ -85,7 +85,7 @@ def _assert(k: GPUKernel, op: Any) -> None:
     held = k.tensor(cond, k.layout_of(cond)).values if is_tensor(cond) else [k.scalar(cond)]
     for ok in held:
         failed = k.b.not_(ok if ok.type == lt.I1 else k.b.icmp_unsigned("!=", ok, ir.Constant(ok.type, 0)))
-        k._when(failed, lambda: k.hooks.assert_fail(k.b, message, file, line, function))
+        k.when(failed, lambda: k.hooks.assert_fail(k.b, message, file, line, function))
 
 
 def _thread0(k: GPUKernel) -> ir.Value:

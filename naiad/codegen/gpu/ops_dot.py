@@ -71,7 +71,7 @@ def _dot(k: GPUKernel, op: Any) -> None:
     index.add_incoming(b.add(index, ir.Constant(lt.I32, 1)), end)
     b.branch(header)
     b.position_at_end(done)
-    k._coords.clear()
+    k.forget_coordinates()
     k.define(result, [_narrow(k, ctx, s, result.type) for s in sums])
 
 

@@ -67,38 +67,6 @@ def _global(k: GPUKernel, address: ir.Value) -> ir.Value:
     return k.b.inttoptr(address, ir.PointerType(addrspace=k.hooks.global_addrspace))
 
 
-def _guarded(k: GPUKernel, condition: ir.Value | None, body: Any, otherwise: ir.Value) -> ir.Value:
-    """``body()`` where ``condition`` holds (or always), else ``otherwise``."""
-    if condition is None:
-        return body()
-    b = k.b
-    before = b.block
-    then, merge = b.append_basic_block("then"), b.append_basic_block("merge")
-    b.cbranch(condition, then, merge)
-    b.position_at_end(then)
-    value = body()
-    end = b.block
-    b.branch(merge)
-    b.position_at_end(merge)
-    phi = b.phi(value.type)
-    phi.add_incoming(value, end)
-    phi.add_incoming(otherwise, before)
-    return phi
-
-
-def _when(k: GPUKernel, condition: ir.Value | None, body: Any) -> None:
-    if condition is None:
-        body()
-        return
-    b = k.b
-    then, merge = b.append_basic_block("then"), b.append_basic_block("merge")
-    b.cbranch(condition, then, merge)
-    b.position_at_end(then)
-    body()
-    b.branch(merge)
-    b.position_at_end(merge)
-
-
 @rule(tt.LoadOp)
 def _load(k: GPUKernel, op: Any) -> None:
     result = op.results[0]
@@ -111,7 +79,7 @@ def _load(k: GPUKernel, op: Any) -> None:
         mask = k.scalar(op.mask) if op.mask is not None else None
         other = _to_memory(k, k.scalar(op.other), storage) if op.other is not None else zero
         address = k.scalar(op.ptr)
-        value = _guarded(k, mask, lambda: _read(k, address, element, nbytes, qualifiers), other)
+        value = k.guarded(mask, lambda: _read(k, address, element, nbytes, qualifiers), other)
         k.env[result] = _from_memory(k, value, storage)
         return
     layout, shape = k.layout_of(result), shape_of(result)
@@ -129,7 +97,7 @@ def _load(k: GPUKernel, op: Any) -> None:
         else:
             fallback = ir.Constant(vtype, None) if n > 1 else zero
         mask = masks[first] if masks is not None else None
-        loaded = _guarded(k, mask, lambda a=pointers[first], t=vtype: _read(k, a, t, nbytes, qualifiers),
+        loaded = k.guarded(mask, lambda a=pointers[first], t=vtype: _read(k, a, t, nbytes, qualifiers),
                           fallback)
         parts = [k.b.extract_element(loaded, ir.Constant(lt.I32, j)) for j in range(n)] if n > 1 else [loaded]
         values.extend(_from_memory(k, p, storage) for p in parts)
@@ -148,7 +116,7 @@ def _store(k: GPUKernel, op: Any) -> None:
         address, value = k.scalar(op.ptr), _to_memory(k, k.scalar(op.value), storage)
         owner = k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))
         condition = k.b.and_(owner, mask) if mask is not None else owner
-        _when(k, condition, lambda: _write(k, address, value, nbytes, qualifiers))
+        k.when(condition, lambda: _write(k, address, value, nbytes, qualifiers))
         return
     layout = k.layout_of(op.ptr)
     shape = shape_of(op.ptr)
@@ -160,7 +128,7 @@ def _store(k: GPUKernel, op: Any) -> None:
         n = len(group)
         first = group[0]
         packed = _pack(k, [values[i] for i in group], ir.VectorType(element, n) if n > 1 else element)
-        _when(k, masks[first] if masks is not None else None,
+        k.when(masks[first] if masks is not None else None,
               lambda a=pointers[first], v=packed: _write(k, a, v, nbytes, qualifiers))
 
 
@@ -294,7 +262,7 @@ def _atomic_rmw(k: GPUKernel, op: Any) -> None:
 
         def update() -> ir.Value:
             return from_bits(k.b, asm(k.b, text, [bits.type], [address, bits]), element)
-        return _guarded(k, condition, update, _zero(element))
+        return k.guarded(condition, update, _zero(element))
 
     _atomic(k, op, emit)
 
@@ -325,7 +293,7 @@ def _atomic_cas(k: GPUKernel, op: Any) -> None:
         def exchange() -> ir.Value:
             old = asm(k.b, text, [ir.IntType(width)], [address, to_bits(k.b, expected), to_bits(k.b, value)])
             return from_bits(k.b, old, element)
-        return _guarded(k, owner, exchange, _zero(element))
+        return k.guarded(owner, exchange, _zero(element))
 
     _atomic(k, op, emit)
 

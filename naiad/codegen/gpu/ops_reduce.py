@@ -246,7 +246,7 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
                 last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, lanes - 1))
                 k.hooks.barrier(b)
                 slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), row_index)
-                k._when(last, lambda: [b.store(v, k.shared_pointer(slot, st, off))
+                k.when(last, lambda: [b.store(v, k.shared_pointer(slot, st, off))
                                        for v, st, off in zip(total, storages, offsets)])
                 k.hooks.barrier(b)
                 prefix, rep_total = None, None
@@ -310,5 +310,5 @@ def _scan_one(k: GPUKernel, op: Any, coords: list, axis: int, shape: tuple, stor
         phi.add_incoming(v, end)
     b.branch(header)
     b.position_at_end(done)
-    k._coords.clear()           # coordinates computed in the loop do not dominate what follows
+    k.forget_coordinates()           # coordinates computed in the loop do not dominate what follows
     return list(acc)

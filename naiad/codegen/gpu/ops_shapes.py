@@ -120,7 +120,7 @@ def _histogram(k: GPUKernel, op: Any) -> None:
         wide = k.b.sext(value, lt.I64) if value.type.width < 64 else value
         inside = k.b.and_(own, k.b.icmp_unsigned("<", wide, ir.Constant(lt.I64, bins)))
         where = k.b.trunc(wide, lt.I32)
-        k._when(inside, lambda where=where: k.b.atomic_rmw(
+        k.when(inside, lambda where=where: k.b.atomic_rmw(
             "add", k.shared_pointer(where, count_type), ir.Constant(count_type, 1), "monotonic"))
     k.hooks.barrier(k.b)
     k.define(result, [k.b.load(k.shared_pointer(c[0], count_type), typ=count_type)
