@@ -91,10 +91,10 @@ class IRSource:
 
     def make_ir(self, options: Any, codegen_fns: dict, module_map: dict) -> Any:
         from naiad.ir import parse_module
+        from naiad.ir.tt import public_functions
 
         module = parse_module(self.text, name=self.path)
-        kernels = [op for op in module.body.ops
-                   if getattr(op, "sym_visibility", None) is not None and op.sym_visibility.data == "public"]
+        kernels = public_functions(module)
         if len(kernels) != 1:
             raise NaiadError(f"{self.path}: expected exactly one public tt.func (the kernel), "
                              f"found {len(kernels)}")
@@ -380,11 +380,10 @@ class UnsupportedByBackend(NaiadError):
 
 def _kernel_name(module: Any) -> str:
     """The public function's name of an IR module, or '?'."""
-    for op in getattr(getattr(module, "body", None), "ops", ()):
-        visibility = getattr(op, "sym_visibility", None)
-        if visibility is not None and visibility.data == "public":
-            return op.sym_name.data
-    return "?"
+    from naiad.ir.tt import public_functions
+
+    kernels = public_functions(module)
+    return kernels[0].sym_name.data if kernels else "?"
 
 
 def _stage_text(ir: Any) -> Any:

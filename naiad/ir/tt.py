@@ -13,7 +13,7 @@ op has a hand-written ``parse``/``print`` producing Triton's syntax.  ``tt.reduc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -297,6 +297,13 @@ class _FuncCallable(CallableOpInterface):
     def get_result_types(cls, op: Operation) -> tuple[Attribute, ...]:
         assert isinstance(op, FuncOp)
         return op.function_type.outputs.data
+
+
+def public_functions(module: Any) -> list[Operation]:
+    """A module's public functions: a kernel module has one, the kernel (its device functions
+    are private).  Read by duck typing, so any IR with ``body.ops`` will do."""
+    return [op for op in getattr(getattr(module, "body", None), "ops", ())
+            if getattr(op, "sym_visibility", None) is not None and op.sym_visibility.data == "public"]
 
 
 @irdl_op_definition

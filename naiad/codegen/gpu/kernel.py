@@ -68,8 +68,7 @@ class GPUKernel:
 
     # -- entry --------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
-        func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
-                    and op.sym_visibility is not None and op.sym_visibility.data == "public")
+        func = tt.public_functions(self.module)[0]
         self.func_op = func
         self.axis = analyze(func)
         self.layouts = assign_layouts(func, self.num_warps, self.warp_size, axis=self.axis)

@@ -67,8 +67,7 @@ class KernelLowering:
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
-        func = next(op for op in self.module.body.ops if isinstance(op, tt.FuncOp)
-                    and op.sym_visibility is not None and op.sym_visibility.data == "public")
+        func = tt.public_functions(self.module)[0]
         self.func_op = func
         self.uses = _use_counts(self.module)
         body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6), "naiad_kernel")
