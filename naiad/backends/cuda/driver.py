@@ -304,7 +304,7 @@ class CUDADriver(DriverBase):
         torch = _torch_cuda()
         if torch is None:
             return 0
-        return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device is None
+        return torch._C._cuda_getCurrentRawStream(self.get_current_device() if device is None
                                                    else device)
 
     def _attribute(self, device: int, attribute: int) -> int:
