@@ -533,14 +533,14 @@ def test_entry_point_to_a_package_that_does_not_exist(registry, site):
 
 
 def test_entry_point_whose_dependency_is_missing_names_the_dependency(registry, site):
-    # The package exists; the module it needs ("cuda", a string prefix of the package's
-    # name "cudaplug") does not.  The message must name the missing dependency, not claim
-    # that the backend's own package is missing.
-    site.package("cudaplug", compiler_extra="import cuda\n")
-    site.dist("cudaplug", "1.0", {"cudaplug": "cudaplug"})
-    reason = _failure(registry, "cudaplug").reason
-    assert "No module named 'cuda'" in reason
-    assert "cudaplug.compiler not found" not in reason
+    # The package exists; the module it needs ("naiadcu", a string prefix of the package's
+    # name "naiadcuplug") does not.  The message must name the missing dependency, not claim
+    # that the backend's own package is missing.  (Not "cuda": GPU machines have that module.)
+    site.package("naiadcuplug", compiler_extra="import naiadcu\n")
+    site.dist("naiadcuplug", "1.0", {"naiadcuplug": "naiadcuplug"})
+    reason = _failure(registry, "naiadcuplug").reason
+    assert "No module named 'naiadcu'" in reason
+    assert "naiadcuplug.compiler not found" not in reason
 
 
 def test_entry_points_of_two_distributions_with_one_name(registry, site):

@@ -377,11 +377,16 @@ def _uitofp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
 
 def _float_to_int(name: str) -> Callable:
     """Float -> integer with saturation (NaN -> 0), as GPUs convert: LLVM's plain ``fptosi``
-    gives poison out of range, which an address computed from it would turn into a crash."""
+    gives poison out of range, which an address computed from it would turn into a crash.
+
+    An f16 source is widened to f32 first (exact): on x86 CPUs with AVX512-FP16, LLVM's own
+    saturating f16 -> i16 conversion turns NaN into -32768."""
     def lower_float_to_int(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-        target = _result(ctx, op)
-        fn = lt.intrinsic(ctx.module, name, [target, args[0].type], target, [args[0].type])
-        return ctx.b.call(fn, args)
+        target, value = _result(ctx, op), args[0]
+        if lt.scalar_of(value.type) == lt.F16:
+            value = ctx.b.fpext(value, lt.vector(lt.F32, lt.lanes_of(value.type)))
+        fn = lt.intrinsic(ctx.module, name, [target, value.type], target, [value.type])
+        return ctx.b.call(fn, [value])
     return lower_float_to_int
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -84,6 +85,15 @@ def test_casts_to_every_type(src):
             assert_close(actual, expected, dst if dst != "bool" else "bool", **exact)
         except AssertionError as e:
             raise AssertionError(f"{src} -> {dst}: {e}") from None
+
+
+def test_half_to_int_goes_through_f32():
+    # LLVM's saturating f16 -> i16 conversion on AVX512-FP16 CPUs turns NaN into -32768 (seen
+    # on a Sapphire Rapids host); the f32 path saturates NaN to 0 on every CPU.
+    outs = [empty(8, t) for t in DTYPES] + [empty(8, "bool")]
+    llir = cast_kernel.warmup(to_kernel(np.zeros(8), "float16"), *outs, 8, BLOCK=8).asm["llir"]
+    conversions = re.findall(r"@llvm\.fpto[su]i\.sat\.(\w+)\.(\w+)\(", llir)
+    assert conversions and all(source.endswith("f32") for _, source in conversions), conversions
 
 
 @naiad.jit
