@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Sequence
 
+from naiad.ir import tt  # first: naiad.ir makes xDSL parse assembly formats lazily (lazy_formats)
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (ArrayAttr, DictionaryAttr, FileLineColLoc, FunctionType,
                                    IntAttr, IntegerAttr, IntegerType, ModuleOp, StringAttr,
                                    UnknownLoc)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-
-from naiad.ir import tt
 
 
 class IRBuilder:

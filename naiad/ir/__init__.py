@@ -3,6 +3,7 @@
 Importing this package imports xDSL; `import naiad` alone does not.
 """
 
+from naiad.ir import lazy_formats  # noqa: F401  (first: before xDSL defines any dialect)
 from naiad.ir.arith import ARITH
 from naiad.ir.context import IRParseError, make_context, parse_module, print_module
 from naiad.ir.tt import (
