@@ -189,6 +189,9 @@ class Site:
         return plugin_fixtures.write_package_backend(self.dir, package, **kwargs)
 
     def dist(self, dist_name: str, version: str, entry_points: dict[str, str]) -> Path:
+        from naiad import entry_points as installed
+
+        installed.forget()          # the directory is on sys.path already
         return plugin_fixtures.write_dist_info(self.dir, dist_name, version, entry_points)
 
 

@@ -733,3 +733,21 @@ def test_import_naiad_is_fast(tmp_path):
         assert result.returncode == 0, result.stderr
         times.append(float(result.stdout.strip()))
     assert min(times) < 0.3, times
+
+
+def test_installed_entry_points_are_read_once_for_every_group(site, monkeypatch):
+    from importlib import metadata
+
+    from naiad import entry_points
+
+    site.dist("twogroups", "1.0", {"tg_backend": "tg_pkg"})
+    reads = []
+    real = metadata.entry_points
+    monkeypatch.setattr(metadata, "entry_points", lambda: reads.append(1) or real())
+    entry_points.forget()
+    assert [ep.name for ep in entry_points.entry_points("naiad.backends")].count("tg_backend") == 1
+    assert all(ep.group == "naiad.passes" for ep in entry_points.entry_points("naiad.passes"))
+    assert len(reads) == 1
+    monkeypatch.syspath_prepend(str(site.dir / "elsewhere"))       # sys.path changed: read again
+    entry_points.entry_points("naiad.backends")
+    assert len(reads) == 2

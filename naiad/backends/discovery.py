@@ -96,10 +96,10 @@ def _in_tree_sources() -> list[BackendSource]:
 
 
 def _entry_point_sources() -> list[BackendSource]:
-    from importlib.metadata import entry_points
+    from naiad.entry_points import entry_points
 
     found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         where = f"{dist.name} {dist.version}" if dist is not None else "unknown distribution"
         found.append(BackendSource(ep.name, "entry point", ep.value, where))

@@ -18,6 +18,8 @@ import importlib
 import threading
 from importlib import metadata
 
+from naiad import entry_points
+
 ENTRY_POINT_GROUP = "naiad.passes"
 
 _lock = threading.Lock()
@@ -25,7 +27,7 @@ _loaded: tuple[str, ...] | None = None
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return entry_points.entry_points(ENTRY_POINT_GROUP)
 
 
 def load_pass_plugins() -> None:
