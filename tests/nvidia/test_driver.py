@@ -853,13 +853,9 @@ define ptx_kernel void @scalars(ptr addrspace(1) %out, i1 %a, i8 %b, i16 %c, i32
 
 
 def _ptx(arch: int) -> str:
-    import llvmlite.binding as llvm
+    from naiad.backends.cuda import target
 
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    machine = llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(
-        cpu=f"sm_{arch}", features=toolchain.ptx_features(arch))
-    return machine.emit_assembly(llvm.parse_assembly(_KERNELS_IR))
+    return target.emit_ptx(_KERNELS_IR, arch)
 
 
 def _binary(driver: CUDADriver, as_cubin: bool) -> bytes:

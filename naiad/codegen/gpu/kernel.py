@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, SSAValue
 
-from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import assign_layouts
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
@@ -327,6 +327,15 @@ class GPUKernel:
         phi.add_incoming(value, end)
         phi.add_incoming(otherwise, before)
         return phi
+
+    def carried_loop(self, name: str, start: int, keep_going: Callable[[ir.Value], ir.Value],
+                     values: list[ir.Value],
+                     body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+        """`naiad.codegen.loops.carried_loop`; the coordinates remembered inside the loop are
+        forgotten after it (they do not dominate what follows)."""
+        values = loops.carried_loop(self.b, name, start, keep_going, values, body)
+        self.forget_coordinates()
+        return values
 
     def forget_coordinates(self) -> None:
         """Drop the remembered coordinates (`coordinates`): a region is being entered, where

@@ -42,36 +42,23 @@ def _dot(k: GPUKernel, op: Any) -> None:
     coords = k.coordinates(layout, shape_of(result))
     start = [_widen(k, ctx, v, result.type, compute) for v in acc]
     b = k.b
-    pre = b.block
-    header, body, done = (b.append_basic_block(n_) for n_ in ("dot.header", "dot.body", "dot.done"))
-    b.branch(header)
-    b.position_at_end(header)
-    index = b.phi(lt.I32)
-    index.add_incoming(ir.Constant(lt.I32, 0), pre)
-    sums = []
-    for v in start:
-        phi = b.phi(compute)
-        phi.add_incoming(v, pre)
-        sums.append(phi)
-    b.cbranch(b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)), body, done)
-    b.position_at_end(body)
-    updated = []
-    for total, c in zip(sums, coords):
-        batch, i, j = c if batched else (ir.Constant(lt.I32, 0), *c)
-        row = b.add(b.mul(batch, ir.Constant(lt.I32, m)), i)              # of A: batch * M + i
-        depth = b.add(b.mul(batch, ir.Constant(lt.I32, kk)), index)       # of B: batch * K + k
-        x = b.load(k.shared_pointer(b.add(b.mul(row, ir.Constant(lt.I32, kk)), index), a_store), typ=a_store)
-        y = b.load(k.shared_pointer(b.add(b.mul(depth, ir.Constant(lt.I32, n)), j), b_store, a_bytes),
-                   typ=b_store)
-        x, y = _widen(k, ctx, x, op.a.type, compute), _widen(k, ctx, y, op.b.type, compute)
-        updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
-    end = b.block
-    for phi, v in zip(sums, updated):
-        phi.add_incoming(v, end)
-    index.add_incoming(b.add(index, ir.Constant(lt.I32, 1)), end)
-    b.branch(header)
-    b.position_at_end(done)
-    k.forget_coordinates()
+
+    def accumulate(index: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        updated = []
+        for total, c in zip(sums, coords):
+            batch, i, j = c if batched else (ir.Constant(lt.I32, 0), *c)
+            row = b.add(b.mul(batch, ir.Constant(lt.I32, m)), i)              # of A: batch * M + i
+            depth = b.add(b.mul(batch, ir.Constant(lt.I32, kk)), index)       # of B: batch * K + k
+            x = b.load(k.shared_pointer(b.add(b.mul(row, ir.Constant(lt.I32, kk)), index), a_store),
+                       typ=a_store)
+            y = b.load(k.shared_pointer(b.add(b.mul(depth, ir.Constant(lt.I32, n)), j), b_store,
+                                        a_bytes), typ=b_store)
+            x, y = _widen(k, ctx, x, op.a.type, compute), _widen(k, ctx, y, op.b.type, compute)
+            updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
+        return updated
+
+    sums = k.carried_loop("dot", 0, lambda index: b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)),
+                          start, accumulate)
     k.define(result, [_narrow(k, ctx, s, result.type) for s in sums])
 
 

@@ -289,26 +289,10 @@ def _scan_one(k: GPUKernel, op: Any, coords: list, axis: int, shape: tuple, stor
         where = b.add(base, b.mul(at, ir.Constant(lt.I32, stride)))
         return [b.load(k.shared_pointer(where, s, o), typ=s) for s, o in zip(storages, offsets)]
 
-    start_values = read(first)
-    pre = b.block
-    header, body, done = (b.append_basic_block(n) for n in ("scan.header", "scan.body", "scan.done"))
-    b.branch(header)
-    b.position_at_end(header)
-    step = b.phi(lt.I32)
-    step.add_incoming(ir.Constant(lt.I32, 1), pre)
-    acc = [b.phi(v.type) for v in start_values]
-    for phi, v in zip(acc, start_values):
-        phi.add_incoming(v, pre)
     distance = b.sub(ir.Constant(lt.I32, size - 1), position) if reverse else position
-    b.cbranch(b.icmp_unsigned("<=", step, distance), body, done)
-    b.position_at_end(body)
-    at = b.sub(first, step) if reverse else step
-    combined = combine(k, op.combineOp, list(acc), read(at))
-    end = b.block
-    step.add_incoming(b.add(step, ir.Constant(lt.I32, 1)), end)
-    for phi, v in zip(acc, combined):
-        phi.add_incoming(v, end)
-    b.branch(header)
-    b.position_at_end(done)
-    k.forget_coordinates()           # coordinates computed in the loop do not dominate what follows
-    return list(acc)
+
+    def step(index: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        return combine(k, op.combineOp, acc, read(b.sub(first, index) if reverse else index))
+
+    return k.carried_loop("scan", 1, lambda index: b.icmp_unsigned("<=", index, distance),
+                          read(first), step)

@@ -26,7 +26,7 @@ from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul,
                                          reductions, shapes)
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
                                                buffer_element, numel)
-from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.compiler.errors import error_at
 from naiad.ir import arith, gpu, tt
 
@@ -279,28 +279,15 @@ class KernelLowering:
         chunks evaluated inside are forgotten after it (they do not dominate what follows).
         """
         b = self.b
-        pre = b.block
-        header, loop, done = (b.append_basic_block(f"loop.{n}") for n in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        k = b.phi(lt.I32)
-        k.add_incoming(ir.Constant(lt.I32, start), pre)
-        phis = []
-        for value in values:
-            phi = b.phi(value.type)
-            phi.add_incoming(value, pre)
-            phis.append(phi)
-        b.cbranch(b.icmp_signed("<", k, ir.Constant(lt.I32, end)), loop, done)
-        b.position_at_end(loop)
-        saved = self.chunks.set_aside()
-        updated = body(k, list(phis))
-        self.chunks.restore(saved)
-        for phi, value in zip(phis, updated):
-            phi.add_incoming(value, b.block)
-        k.add_incoming(b.add(k, ir.Constant(lt.I32, step)), b.block)
-        b.branch(header)
-        b.position_at_end(done)
-        return list(phis)
+
+        def step_body(k: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+            saved = self.chunks.set_aside()
+            updated = body(k, carried)
+            self.chunks.restore(saved)
+            return updated
+
+        return loops.carried_loop(b, "loop", start, lambda k: b.icmp_signed("<", k, ir.Constant(lt.I32, end)),
+                                  values, step_body, step)
 
     def choose(self, condition: ir.Value, then: Callable[[], Any], otherwise: Callable[[], Any],
                result_type: ir.Type | None) -> ir.Value | None:

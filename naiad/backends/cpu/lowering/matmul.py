@@ -20,7 +20,7 @@ from xdsl.ir import BlockArgument, OpResult
 from naiad.backends.cpu.lowering import memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, lane_stride, numel, shape_of
-from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
 
@@ -201,31 +201,23 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
 
 
 def _k_loop(kernel: Any, k_dim: int, acc: list[list[ir.Value]], step: Any) -> list[list[ir.Value]]:
+    """``for kk in range(k_dim): acc = step(kk, acc)``, the accumulator rows carried as phis."""
     b = kernel.b
-    pre = b.block
-    header, body, done = (b.append_basic_block(f"dot.{n}") for n in ("header", "body", "done"))
-    b.branch(header)
-    b.position_at_end(header)
-    kk = b.phi(lt.I32)
-    kk.add_incoming(ir.Constant(lt.I32, 0), pre)
-    phis = []
-    for row in acc:
-        row_phis = []
-        for value in row:
-            phi = b.phi(value.type)
-            phi.add_incoming(value, pre)
-            row_phis.append(phi)
-        phis.append(row_phis)
-    b.cbranch(b.icmp_signed("<", kk, ir.Constant(lt.I32, k_dim)), body, done)
-    b.position_at_end(body)
-    new = step(kk, phis)
-    for row_phis, row_new in zip(phis, new):
-        for phi, value in zip(row_phis, row_new):
-            phi.add_incoming(value, b.block)
-    kk.add_incoming(b.add(kk, ir.Constant(lt.I32, 1)), b.block)
-    b.branch(header)
-    b.position_at_end(done)
-    return phis
+    widths = [len(row) for row in acc]
+
+    def rows(flat: list[ir.Value]) -> list[list[ir.Value]]:
+        out, at = [], 0
+        for width in widths:
+            out.append(flat[at:at + width])
+            at += width
+        return out
+
+    def flat_step(kk: ir.Value, flat: list[ir.Value]) -> list[ir.Value]:
+        return [value for row in step(kk, rows(flat)) for value in row]
+
+    flat = loops.carried_loop(b, "dot", 0, lambda kk: b.icmp_signed("<", kk, ir.Constant(lt.I32, k_dim)),
+                              [value for row in acc for value in row], flat_step)
+    return rows(flat)
 
 
 def _widen(ctx: Any, raw: ir.Value, mlir_type: Any, compute: ir.Type) -> ir.Value:
