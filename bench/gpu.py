@@ -6,9 +6,9 @@ Each kernel is written once, as Triton-language source text (`KERNELS`), and imp
 from a temporary directory: once under ``import naiad as triton`` (Naiad's ``@jit``) and once
 under the real ``import triton``; the same launch code then runs either module.  Measures:
 
-* bandwidth (add, softmax, layernorm, rowsum, cumsum, embedding): GB/s of Naiad, Triton and
-  torch for vector add, fused softmax (Triton tutorial 02), layernorm forward (tutorial 05),
-  row sum, row cumsum and an embedding gather.  Bytes = each input read once + each output
+* bandwidth (add, softmax, layernorm, rowsum, cumsum, reverse_cumsum, embedding): GB/s of
+  Naiad, Triton and torch for vector add, fused softmax (Triton tutorial 02), layernorm forward
+  (tutorial 05), row sum, row cumsum (forward and reverse) and an embedding gather.  Bytes = each input read once + each output
   written once.  Every Naiad and Triton result is checked against torch before it is timed;
   then the median over repeats of the time between two torch.cuda.Events around one call
   (after warmup calls; no L2 flush, the sizes are far larger than L2).
@@ -145,6 +145,15 @@ def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def reverse_cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0, reverse=True), mask=mask)
+
+
+@triton.jit
 def embedding_kernel(indices_ptr, table_ptr, out_ptr, dim, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -218,11 +227,11 @@ def launch_row_sum(k, x, out):
                               num_warps=row_warps(block))
 
 
-def launch_cumsum(k, x, out):
+def launch_cumsum(k, x, out, reverse=False):
     rows, cols = x.shape
     block = naiad.next_power_of_2(cols)
-    k.cumsum_kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block,
-                             num_warps=row_warps(block))
+    kernel = k.reverse_cumsum_kernel if reverse else k.cumsum_kernel
+    kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block, num_warps=row_warps(block))
 
 
 def launch_embedding(k, indices, table, out):
@@ -302,6 +311,14 @@ def make_cumsum(quick: bool) -> Workload:
                     rtol=1e-4, atol=1e-3)
 
 
+def make_reverse_cumsum(quick: bool) -> Workload:
+    rows, cols = (4096 if quick else 32768), 1024
+    x = randn(rows, cols)
+    return Workload(f"reverse cumsum rows {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
+                    torch.empty_like(x), functools.partial(launch_cumsum, reverse=True),
+                    lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), rtol=1e-4, atol=1e-3)
+
+
 def make_embedding(quick: bool) -> Workload:
     count, vocab, dim = (1 << 17 if quick else 1 << 20), 100_000, 512
     indices = torch.randint(0, vocab, (count,), device="cuda", dtype=torch.int64)
@@ -312,7 +329,8 @@ def make_embedding(quick: bool) -> Workload:
 
 
 BANDWIDTH = {"add": make_add, "softmax": make_softmax, "layernorm": make_layernorm,
-             "rowsum": make_row_sum, "cumsum": make_cumsum, "embedding": make_embedding}
+             "rowsum": make_row_sum, "cumsum": make_cumsum, "reverse_cumsum": make_reverse_cumsum,
+             "embedding": make_embedding}
 
 
 # -- measuring --------------------------------------------------------------------------------

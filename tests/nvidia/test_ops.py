@@ -858,7 +858,12 @@ SCANS = ([(name, op, axis, False, (16, 32), 4) for name in ("float32", "int32")
             ("int32", "cumsum", 0, False, (2, 8), 4), ("int32", "cumsum", 1, False, (2, 8), 4),
             ("int32", "cumsum", 1, False, (32, 64), 1), ("float32", "cumsum", 0, False, (128, 16), 2)]
          + [("float32", "cummax", axis, rev, (16, 32), 4) for axis in (0, 1) for rev in (False, True)]
-         + [("int32", "cummax", 1, False, (8, 512), 8)])
+         + [("int32", "cummax", 1, False, (8, 512), 8)]
+         + [("int32", "cumsum", axis, True, shape, warps)        # reversed, each step mirrored
+            for axis, shape, warps in ((1, (1, 1024), 4), (1, (1, 4096), 4), (1, (64, 256), 8),
+                                       (0, (512, 4), 8), (1, (2, 8), 4), (1, (32, 64), 1),
+                                       (0, (128, 16), 2))]
+         + [("float32", "cumprod", 1, True, (4, 1024), 4), ("int32", "cummax", 1, True, (8, 512), 8)])
 
 
 def _scan_reference(x, op, axis, reverse):

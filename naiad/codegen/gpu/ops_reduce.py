@@ -5,8 +5,10 @@ hold different elements along the axis (butterfly shuffles: every lane ends with
 result), then the warps along the axis through shared memory.  The result has the slice layout
 of the operand's, so ``expand_dims`` of it is free (softmax's ``x - max(x)[:, None]``).
 
-A scan reads the whole tensor from shared memory and combines, for each element, the elements
-before it along the axis (a loop: correct for any combine function, not yet fast).
+A scan whose threads hold distinct elements along the axis works in the same three steps (in
+the thread, ``shfl.up`` across lanes, shared memory across warps; mirrored when reversed).
+Other layouts (a tensor narrower than the layout's tile along the axis) read the whole tensor
+from shared memory and combine, for each element, the elements before it (a loop).
 """
 
 from __future__ import annotations
@@ -150,8 +152,8 @@ def _scan(k: GPUKernel, op: Any) -> None:
     layout = k.layout_of(op.results[0])
     shape = shape_of(op.results[0])
     inputs = [k.tensor(v, layout) for v in op.operands]
-    if not reverse and isinstance(layout, L.Blocked) and shape[axis] >= layout.tile(axis):
-        _define_scan(k, op, layout, shape, _scan_blocked(k, op, layout, shape, axis, inputs))
+    if isinstance(layout, L.Blocked) and shape[axis] >= layout.tile(axis):
+        _define_scan(k, op, layout, shape, _scan_blocked(k, op, layout, shape, axis, inputs, reverse))
         return
     storages = [lt.scalar(v.type) for v in op.operands]
     count = 1
@@ -185,11 +187,15 @@ def _define_scan(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, results:
 
 
 def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: int,
-                  inputs: list) -> list[list[ir.Value]]:
-    """A forward scan along ``axis`` when every thread holds distinct elements along it: each
-    thread scans its consecutive elements, lanes add the totals of the lanes before them
-    (``shfl.up``), warps those of the warps before them (shared memory), and each repetition
-    of the tile the totals of the repetitions before it."""
+                  inputs: list, reverse: bool) -> list[list[ir.Value]]:
+    """A scan along ``axis`` when every thread holds distinct elements along it: each thread
+    scans its consecutive elements, lanes add the totals of the lanes before them (``shfl.up``),
+    warps those of the warps before them (shared memory), and each repetition of the tile the
+    totals of the repetitions before it.
+
+    A reverse scan is the same scan in the mirrored order: "before" means higher along the axis,
+    the lanes' totals come down (an indexed shuffle from ``lane + d``), and the warps, the
+    repetitions and a thread's own elements are taken from the last."""
     b = k.b
     elements = L.elements(layout, shape)
     rows: dict[tuple, list[int]] = {}
@@ -203,6 +209,16 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
     lane_ids = k._split(k.lane, [layout.threads_per_warp[d] for d in layout.order])
     warp_ids = k._split(k.warp, [layout.warps_per_cta[d] for d in layout.order])
     lane_a, warp_a = lane_ids[position], warp_ids[position]
+    # positions in the order of the scan, and the lane along the axis that holds a warp's total
+    lane_s = b.sub(ir.Constant(lt.I32, lanes - 1), lane_a) if reverse else lane_a
+    warp_s = b.sub(ir.Constant(lt.I32, warps - 1), warp_a) if reverse else warp_a
+    last_a = 0 if reverse else lanes - 1
+
+    def from_earlier_lane(value: ir.Value, distance: int) -> ir.Value:
+        """``value`` of the lane ``distance`` places before this one in the scan's order."""
+        if not reverse:
+            return _shuffle(k, value, stride * distance, up=True)
+        return _shuffle(k, value, b.add(k.lane, ir.Constant(lt.I32, stride * distance)), index=True)
     storages = [lt.scalar(v.type) for v in op.operands]
     row_count = 1
     for d, size in enumerate(shape):
@@ -218,8 +234,8 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
         reps: dict[int, list[int]] = {}
         for i in indices:
             reps.setdefault(elements[i][axis][0], []).append(i)
-        for rep in sorted(reps):
-            chunk = reps[rep]
+        for rep in sorted(reps, reverse=reverse):
+            chunk = reps[rep][::-1] if reverse else reps[rep]
             running = None
             local = []
             for i in chunk:                                   # 1. in the thread
@@ -229,36 +245,37 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
             total = running
             step = 1
             while step < lanes:                               # 2. lanes before this one
-                moved = [_shuffle(k, v, stride * step, up=True) for v in total]
+                moved = [from_earlier_lane(v, step) for v in total]
                 merged = combine(k, op.combineOp, moved, total)
-                take = b.icmp_unsigned(">=", lane_a, ir.Constant(lt.I32, step))
+                take = b.icmp_unsigned(">=", lane_s, ir.Constant(lt.I32, step))
                 total = [b.select(take, m, t) for m, t in zip(merged, total)]
                 step *= 2
-            before = [_shuffle(k, v, stride, up=True) for v in total]
-            has_before = b.icmp_unsigned(">", lane_a, ir.Constant(lt.I32, 0))
+            before = [from_earlier_lane(v, 1) for v in total]
+            has_before = b.icmp_unsigned(">", lane_s, ir.Constant(lt.I32, 0))
             local = [[b.select(has_before, m, v) for m, v in zip(combine(k, op.combineOp, before, vals), vals)]
                      for vals in local]
-            # the whole warp's total, from the last lane along the axis
-            last_lane = b.add(k.lane, b.mul(b.sub(ir.Constant(lt.I32, lanes - 1), lane_a),
+            # the whole warp's total, from the last lane in the scan's order
+            last_lane = b.add(k.lane, b.mul(b.sub(ir.Constant(lt.I32, last_a), lane_a),
                                             ir.Constant(lt.I32, stride)))
             rep_total = [_shuffle(k, v, last_lane, index=True) for v in total]
             if warps > 1:                                     # 3. warps before this one
-                last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, lanes - 1))
+                last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, last_a))
                 k.hooks.barrier(b)
                 slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), row_index)
                 k.when(last, lambda: [b.store(v, k.shared_pointer(slot, st, off))
                                        for v, st, off in zip(total, storages, offsets)])
                 k.hooks.barrier(b)
                 prefix, rep_total = None, None
-                for w in range(warps):
-                    at = b.add(ir.Constant(lt.I32, w * row_count), row_index)
+                for w in range(warps):                        # in the scan's order
+                    warp = warps - 1 - w if reverse else w
+                    at = b.add(ir.Constant(lt.I32, warp * row_count), row_index)
                     vals = [b.load(k.shared_pointer(at, st, off), typ=st) for st, off in zip(storages, offsets)]
                     if w < warps - 1:
-                        earlier = b.icmp_unsigned(">", warp_a, ir.Constant(lt.I32, w))
+                        earlier = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, w))
                         grown = vals if prefix is None else combine(k, op.combineOp, prefix, vals)
                         prefix = grown if prefix is None else [b.select(earlier, g, p) for g, p in zip(grown, prefix)]
                     rep_total = vals if rep_total is None else combine(k, op.combineOp, rep_total, vals)
-                has_prefix = b.icmp_unsigned(">", warp_a, ir.Constant(lt.I32, 0))
+                has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
                 local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
                          for vals in local]
             if carry is not None:                             # 4. repetitions before this one
