@@ -136,21 +136,12 @@ def row_sum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr, REVERSE: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0), mask=mask)
-
-
-@triton.jit
-def reverse_cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0, reverse=True), mask=mask)
+    tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0, reverse=REVERSE), mask=mask)
 
 
 @triton.jit
@@ -230,8 +221,8 @@ def launch_row_sum(k, x, out):
 def launch_cumsum(k, x, out, reverse=False):
     rows, cols = x.shape
     block = naiad.next_power_of_2(cols)
-    kernel = k.reverse_cumsum_kernel if reverse else k.cumsum_kernel
-    kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block, num_warps=row_warps(block))
+    k.cumsum_kernel[(rows,)](x, out, x.stride(0), cols, BLOCK_SIZE=block, REVERSE=reverse,
+                             num_warps=row_warps(block))
 
 
 def launch_embedding(k, indices, table, out):
@@ -303,20 +294,16 @@ def make_row_sum(quick: bool) -> Workload:
                     rtol=1e-4, atol=1e-3)
 
 
-def make_cumsum(quick: bool) -> Workload:
+def make_cumsum(quick: bool, reverse: bool = False) -> Workload:
     rows, cols = (4096 if quick else 32768), 1024
     x = randn(rows, cols)
+    if reverse:
+        return Workload(f"reverse cumsum rows {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
+                        torch.empty_like(x), functools.partial(launch_cumsum, reverse=True),
+                        lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), rtol=1e-4, atol=1e-3)
     return Workload(f"cumsum rows {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
                     torch.empty_like(x), launch_cumsum, lambda x: torch.cumsum(x, dim=1),
                     rtol=1e-4, atol=1e-3)
-
-
-def make_reverse_cumsum(quick: bool) -> Workload:
-    rows, cols = (4096 if quick else 32768), 1024
-    x = randn(rows, cols)
-    return Workload(f"reverse cumsum rows {rows}x{cols} fp32", 2 * 4 * rows * cols, (x,),
-                    torch.empty_like(x), functools.partial(launch_cumsum, reverse=True),
-                    lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), rtol=1e-4, atol=1e-3)
 
 
 def make_embedding(quick: bool) -> Workload:
@@ -329,7 +316,8 @@ def make_embedding(quick: bool) -> Workload:
 
 
 BANDWIDTH = {"add": make_add, "softmax": make_softmax, "layernorm": make_layernorm,
-             "rowsum": make_row_sum, "cumsum": make_cumsum, "reverse_cumsum": make_reverse_cumsum,
+             "rowsum": make_row_sum, "cumsum": make_cumsum,
+             "reverse_cumsum": functools.partial(make_cumsum, reverse=True),
              "embedding": make_embedding}
 
 
