@@ -279,6 +279,15 @@ class CPUKnobs(KnobGroup):
         "Threads that run a launch's programs in parallel (default: all cores).")
 
 
+class LanguageKnobs(KnobGroup):
+    """Defaults of the language's compile options."""
+
+    default_fp_fusion = env_bool(
+        "NAIAD_DEFAULT_FP_FUSION", True,
+        "The default of the enable_fp_fusion option: a float multiply whose result is added "
+        "becomes one fma (GPU backends; the CPU backend rounds each operation, as numpy).")
+
+
 class CompatKnobs(KnobGroup):
     """The Triton compatibility layer."""
 
@@ -308,11 +317,13 @@ cache = CacheKnobs()
 cpu = CPUKnobs()
 compat = CompatKnobs()
 nvidia = NvidiaKnobs()
+language = LanguageKnobs()
 
 #: Every group, by the attribute name it has on this module.
 groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation,
                                 "runtime": runtime, "autotuning": autotuning, "cache": cache,
-                                "cpu": cpu, "compat": compat, "nvidia": nvidia}
+                                "cpu": cpu, "compat": compat, "nvidia": nvidia,
+                                "language": language}
 
 
 def all_knobs() -> dict[str, Knob]:

@@ -165,6 +165,21 @@ def test_debug_knob_change_recompiles(slow):
     assert len(slow) == 2           # the first kernel's warm launch is still remembered
 
 
+def test_fp_fusion_knob_change_takes_the_full_path(slow):
+    # The knob is an option default a backend reads when compiling (cuda: fma or not), so a
+    # warm launch prepared under one value must not serve the other.
+    x, y, o = _arrays()
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    with knobs.language.scope():
+        knobs.language.default_fp_fusion = False
+        scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+        assert len(slow) == 2
+    scaled_add[(1,)](x, y, o, 64, BLOCK=64)
+    assert len(slow) == 2
+    np.testing.assert_array_equal(o, (x + y) * 2)
+
+
 def test_debug_bounds_checks_still_raise_on_the_warm_path():
     from naiad.errors import NaiadError
 

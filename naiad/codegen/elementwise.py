@@ -148,12 +148,20 @@ def _binary(method: str) -> Callable:
     return lower_binary
 
 
+def _contractable(method: str) -> Callable:
+    """A float add, sub or mul carrying the target's `TargetHooks.float_flags`."""
+    def lower_contractable(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+        return getattr(ctx.b, method)(args[0], args[1], flags=ctx.hooks.float_flags)
+    return lower_contractable
+
+
 for _cls, _method in ((arith.AddiOp, "add"), (arith.SubiOp, "sub"), (arith.MuliOp, "mul"),
                       (arith.AndIOp, "and_"), (arith.OrIOp, "or_"),
                       (arith.XOrIOp, "xor"), (arith.ShLIOp, "shl"), (arith.ShRSIOp, "ashr"),
-                      (arith.ShRUIOp, "lshr"), (arith.AddfOp, "fadd"), (arith.SubfOp, "fsub"),
-                      (arith.MulfOp, "fmul"), (arith.RemFOp, "frem"), (tt.PreciseDivFOp, "fdiv")):
+                      (arith.ShRUIOp, "lshr"), (arith.RemFOp, "frem"), (tt.PreciseDivFOp, "fdiv")):
     rule(_cls)(_binary(_method))
+for _cls, _method in ((arith.AddfOp, "fadd"), (arith.SubfOp, "fsub"), (arith.MulfOp, "fmul")):
+    rule(_cls)(_contractable(_method))
 
 
 @rule(arith.DivfOp)

@@ -117,6 +117,11 @@ class TargetHooks:
     #: The backend's name, for error messages.
     name = "this"
 
+    #: LLVM fast-math flags on float add, sub and mul. ``("contract",)`` lets LLVM fuse a
+    #: multiply and the add of its result into one fma (one rounding instead of two), as
+    #: Triton's ``enable_fp_fusion`` does on NVIDIA; none keeps every result rounded, as numpy.
+    float_flags: tuple[str, ...] = ()
+
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``."""
         own = NAIAD_FUNCTIONS.get(symbol)

@@ -744,7 +744,8 @@ def _load_state() -> None:
     else:
         _ARRAY_KINDS[_ndarray] = _numpy_token
 
-    _state = selection.state_reader((knobs.runtime, ("debug",)))
+    _state = selection.state_reader((knobs.runtime, ("debug",)),
+                                    (knobs.language, ("default_fp_fusion",)))
 
 
 _NO_TOKEN = object()

@@ -364,3 +364,37 @@ def argmax_fp16(x_ptr, out_ptr, N: tl.constexpr):
 def test_a_mixed_type_reduction_across_warps_compiles():
     kernel = _compiled(argmax_fp16, {"x_ptr": "*fp16", "out_ptr": "*i32"}, {"N": 1024})
     assert kernel.metadata["shared"] % 16 == 0 and "shfl.sync.bfly" in kernel.asm["ptx"]
+
+
+@naiad.jit
+def mul_add_kernel(data):
+    ptrs = data + tl.arange(0, 128)
+    tl.store(ptrs, tl.load(ptrs) * 1.5 + 1.0)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_enable_fp_fusion_decides_whether_multiply_adds_become_fma(fusion):
+    from naiad.backends.compiler import GPUTarget
+    from naiad.compiler.compiler import ASTSource
+
+    kernel = naiad.compile(ASTSource(mul_add_kernel, {"data": "*fp32"}, {}),
+                           target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": fusion})
+    ptx = _ptx_body(kernel)
+    assert bool(re.search(r"\bfma\.rn\.f32", ptx)) is fusion
+    assert bool(re.search(r"\bmul\.rn\.f32", ptx)) is not fusion      # .rn: ptxas keeps them apart
+    assert kernel.metadata["enable_fp_fusion"] is fusion
+
+
+def test_default_fp_fusion_knob_sets_the_option_default():
+    from naiad import knobs
+    from naiad.backends.compiler import GPUTarget
+    from naiad.compiler.compiler import ASTSource
+
+    source = ASTSource(mul_add_kernel, {"data": "*fp32"}, {})
+    with knobs.language.scope():
+        knobs.language.default_fp_fusion = False
+        plain = naiad.compile(source, target=GPUTarget("cuda", 90, 32))
+        chosen = naiad.compile(source, target=GPUTarget("cuda", 90, 32),
+                               options={"enable_fp_fusion": True})
+    assert "fma.rn.f32" not in _ptx_body(plain) and plain.metadata["enable_fp_fusion"] is False
+    assert "fma.rn.f32" in _ptx_body(chosen)           # an explicit option wins over the knob

@@ -1430,3 +1430,27 @@ compile_case("offset-i32", offset_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32",
              {"BLOCK": 1024})
 compile_case("offset-i64", offset_i64_kernel, {"x_ptr": "*i8", "out_ptr": "*i8", "row": "i32",
              "stride": "i64"}, {"BLOCK": 256})
+
+
+@naiad.jit
+def mul_add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 1.1 + 0.3, mask=mask)
+
+
+compile_case("mul-add", mul_add_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+             {"BLOCK": 1024})
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_multiply_add_rounds_once_with_fp_fusion_and_twice_without(fusion):
+    n = 4096
+    x = rand("float32", (n,), 0.5, 2.0, seed=41)
+    out = torch.empty_like(x)
+    mul_add_kernel[(naiad.cdiv(n, 1024),)](x, out, n, BLOCK=1024, enable_fp_fusion=fusion)
+    a, b, c = x.double(), torch.tensor(1.1, dtype=torch.float32).double(), torch.tensor(0.3).float().double()
+    fused = (a * b + c).float()                          # exact in float64, rounded once
+    separate = (x * torch.tensor(1.1, dtype=torch.float32)).float() + torch.tensor(0.3).float()
+    assert not torch.equal(fused, separate)              # the data tells the two apart
+    assert torch.equal(out, fused if fusion else separate)

@@ -83,6 +83,7 @@ class CUDABackend(BaseBackend):
         known = {f.name for f in dataclasses.fields(CUDAOptions)}
         values = {k: v for k, v in options.items() if k in known and v is not None}
         values.setdefault("debug", knobs.runtime.debug)
+        values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
         values["arch"] = int(self.target.arch)
         if isinstance(values.get("allowed_dot_input_precisions"), list):
             values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
@@ -168,7 +169,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.target import link_libdevice, optimize
     from naiad.codegen.gpu.kernel import GPUKernel
 
-    lowering = GPUKernel(module, NVPTXHooks(), options.num_warps)
+    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion), options.num_warps)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
     metadata["shared"] = lowering.shared_bytes

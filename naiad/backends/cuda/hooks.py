@@ -64,6 +64,10 @@ class NVPTXHooks(TargetHooks):
     constant_addrspace = 4
     shared_addrspace = 3
 
+    def __init__(self, fp_fusion: bool = True):
+        """``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas)."""
+        self.float_flags = ("contract",) if fp_fusion else ()
+
     def prepare_module(self, module: ir.Module) -> None:
         module.triple = TRIPLE
         module.data_layout = DATA_LAYOUT
