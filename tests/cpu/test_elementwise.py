@@ -277,3 +277,22 @@ def test_integer_division_in_masked_lanes_does_not_trap():
     out = np.zeros(5, np.int32)
     division_by_masked_zero_kernel[(1,)](x, y, out, 5, BLOCK=16)
     np.testing.assert_array_equal(out, c_div(x, y))
+
+
+@naiad.jit
+def mul_add_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=m) * 1.1 + 0.3, mask=m)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_multiply_add_rounds_each_operation_as_numpy(fusion):
+    # enable_fp_fusion is a GPU option (fma there); on the CPU results stay numpy's.
+    x = np.random.default_rng(3).uniform(0.5, 2.0, 1000).astype(np.float32)
+    out = np.empty_like(x)
+    mul_add_kernel[(naiad.cdiv(1000, 256),)](x, out, 1000, BLOCK=256, enable_fp_fusion=fusion)
+    separate = x * np.float32(1.1) + np.float32(0.3)
+    fused = (x.astype(np.float64) * np.float64(np.float32(1.1)) + np.float64(np.float32(0.3))).astype(np.float32)
+    assert not np.array_equal(separate, fused)        # the data tells the two apart
+    np.testing.assert_array_equal(out, separate)
