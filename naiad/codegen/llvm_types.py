@@ -71,6 +71,19 @@ def opaque(builder: ir.IRBuilder, pointer: ir.Value, addrspace: int = 0) -> ir.V
     return cast
 
 
+def memory_type(mlir_type) -> ir.Type:
+    """How one element of ``mlir_type`` is laid out in memory (global, shared, a buffer): its
+    storage type, but a boolean takes a byte (LLVM packs vectors of i1 into bits, which would
+    not match element addresses)."""
+    storage = scalar(mlir_type)
+    return I8 if storage == I1 else storage
+
+
+def bit_width(t: ir.Type) -> int:
+    """Bits of a scalar type (1 for a boolean)."""
+    return t.width if isinstance(t, ir.IntType) else 8 * byte_size(t)
+
+
 def vector(t: ir.Type, lanes: int) -> ir.Type:
     return t if lanes == 1 else ir.VectorType(t, lanes)
 

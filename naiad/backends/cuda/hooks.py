@@ -78,8 +78,7 @@ class NVPTXHooks(TargetHooks):
     def param_type(self, mlir_type: Any) -> ir.Type:
         if isinstance(mlir_type, PointerType):
             return ir.PointerType(addrspace=self.global_addrspace)
-        storage = lt.scalar(mlir_type)
-        return lt.I8 if storage == lt.I1 else storage
+        return lt.memory_type(mlir_type)
 
     def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
         """Pointers are i64 addresses in the shared rules; booleans arrive as bytes."""

@@ -58,8 +58,7 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     axis = analyze(func) if axis is None else axis
 
     def default(value: SSAValue) -> L.Layout:
-        vector = max(1, min(8, 16 // _element_bytes(value)))      # 128-bit accesses
-        return L.default_blocked(_shape(value), num_warps, warp_size, vector)
+        return L.default_blocked(_shape(value), num_warps, warp_size, _vector(value))
 
     def want(value: SSAValue, layout: L.Layout) -> None:
         if not _tensor(value):
@@ -126,8 +125,12 @@ def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue
         return None
     if current is None and order[0] == len(shape) - 1:
         return None                      # the default layout runs along it
-    vector = max(1, min(8, 16 // _element_bytes(pointers)))
-    return L.default_blocked(shape, num_warps, warp_size, vector, order)
+    return L.default_blocked(shape, num_warps, warp_size, _vector(pointers), order)
+
+
+def _vector(value: SSAValue) -> int:
+    """Elements of ``value`` one thread holds consecutively: a 128-bit access's worth."""
+    return max(1, min(8, 16 // _element_bytes(value)))
 
 
 def _element_bytes(value: SSAValue) -> int:

@@ -239,22 +239,29 @@ class GPUKernel:
         elements viewed with another shape).  ``read_vector``: how many consecutive elements
         one read may take at once (the padding keeps such runs aligned)."""
         storage = lt.scalar(mlir_type)
-        stored = lt.I8 if storage == lt.I1 else storage
         vector = max(_contiguous(dist.layout, dist.shape), read_vector)
-        padding = SharedPadding.of(dist.shape, lt.byte_size(stored), vector)
-        self.need_shared(padding.size_bytes(_numel(dist.shape)))
+        padding = SharedPadding.of(dist.shape, lt.byte_size(lt.memory_type(mlir_type)), vector)
+        self.need_shared(padding.size_bytes(numel(dist.shape)))
         self.hooks.barrier(self.b)
         for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
-            v = self.b.zext(value, lt.I8) if storage == lt.I1 else value
-            index = padding.index(self.b, self.linear(coords, dist.shape))
-            self.b.store(v, self.shared_pointer(index, stored))
+            self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
         self.hooks.barrier(self.b)
-        values = []
-        for coords in self.coordinates(layout, shape):
-            index = padding.index(self.b, self.linear(source(coords), source_shape))
-            v = self.b.load(self.shared_pointer(index, stored), typ=stored)
-            values.append(self.b.trunc(v, lt.I1) if storage == lt.I1 else v)
-        return values
+        return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape)), storage)
+                for coords in self.coordinates(layout, shape)]
+
+    def write_shared(self, index: ir.Value, value: ir.Value) -> None:
+        """``value`` as element ``index`` of shared memory viewed as an array of its type (a
+        boolean as a byte, `llvm_types.memory_type`)."""
+        if value.type == lt.I1:
+            value = self.b.zext(value, lt.I8)
+        self.b.store(value, self.shared_pointer(index, value.type))
+
+    def read_shared(self, index: ir.Value, storage: ir.Type) -> ir.Value:
+        """Element ``index`` of shared memory viewed as an array of ``storage``, as
+        `write_shared` left it."""
+        stored = lt.I8 if storage == lt.I1 else storage
+        value = self.b.load(self.shared_pointer(index, stored), typ=stored)
+        return self.b.trunc(value, lt.I1) if storage == lt.I1 else value
 
     def owner(self, layout: L.Layout, shape: Sequence[int]) -> list[ir.Value]:
         """Per element of this thread, whether it is the element's first holder (a layout
@@ -276,7 +283,7 @@ class GPUKernel:
                           mlir_type: Any) -> list[ir.Value]:
         """Each element's value as its owner computed it, in every thread that holds it."""
         storage = lt.scalar(mlir_type)
-        self.need_shared(_numel(shape) * lt.byte_size(storage))
+        self.need_shared(numel(shape) * lt.byte_size(storage))
         self.hooks.barrier(self.b)
         coords = self.coordinates(layout, shape)
         owners = self.owner(layout, shape)
@@ -292,10 +299,13 @@ class GPUKernel:
         self.need_shared(lt.byte_size(value.type))
         self.hooks.barrier(self.b)
         pointer = self.shared_pointer(ir.Constant(lt.I32, 0), value.type)
-        first = self.b.icmp_unsigned("==", self.thread, ir.Constant(lt.I32, 0))
-        self.when(first, lambda: self.b.store(value, pointer))
+        self.when(self.is_thread0(), lambda: self.b.store(value, pointer))
         self.hooks.barrier(self.b)
         return self.b.load(pointer, typ=value.type)
+
+    def is_thread0(self) -> ir.Value:
+        """Whether this is the program's first thread (the one that does what only one may)."""
+        return self.b.icmp_unsigned("==", self.thread, ir.Constant(lt.I32, 0))
 
     def when(self, condition: ir.Value | None, body: Callable[[], Any]) -> None:
         """``body()`` emitted under ``condition`` (always, when None)."""
@@ -368,7 +378,7 @@ class SharedPadding:
         elements of ``element_bytes`` at once (none for a tile of one row)."""
         chunk = min(16, max(4, element_bytes * vector))
         row = max(shape[-1] if shape else 1, 128 // element_bytes)
-        if _numel(shape) <= row:
+        if numel(shape) <= row:
             return SharedPadding(element_bytes, row, 0, 1)
         return SharedPadding(element_bytes, row, max(1, chunk // element_bytes), 128 // chunk)
 
@@ -399,7 +409,7 @@ def _contiguous(layout: L.Layout, shape: Sequence[int]) -> int:
     return max(1, min(blocked.size_per_thread[kept[-1]], shape[-1]))
 
 
-def _numel(shape: Sequence[int]) -> int:
+def numel(shape: Sequence[int]) -> int:
     n = 1
     for s in shape:
         n *= s

@@ -27,21 +27,16 @@ _REGISTER_TYPES = {"c": lt.I8, "h": ir.IntType(16), "r": lt.I32, "l": lt.I64, "f
                    "d": lt.F64}
 
 
-def _width(t: ir.Type) -> int:
-    return t.width if isinstance(t, ir.IntType) else {ir.HalfType: 16, ir.FloatType: 32,
-                                                      ir.DoubleType: 64}[type(t)]
-
-
 def _per_register(storage: ir.Type, pack: int) -> int:
-    return max(1, min(pack, 32 // _width(storage)))
+    return max(1, min(pack, 32 // lt.bit_width(storage)))
 
 
 def _cast(b: ir.IRBuilder, value: ir.Value, target: ir.Type) -> ir.Value:
     """``value`` (an integer) as a register of type ``target``: same-width bit casts, else a
     zero extension or truncation of the bits."""
-    width = _width(target)
-    bits = value if _width(value.type) == width else (
-        b.zext(value, ir.IntType(width)) if _width(value.type) < width else b.trunc(value, ir.IntType(width)))
+    width, have = lt.bit_width(target), lt.bit_width(value.type)
+    bits = value if have == width else (
+        b.zext(value, ir.IntType(width)) if have < width else b.trunc(value, ir.IntType(width)))
     return bits if bits.type == target else b.bitcast(bits, target)
 
 
@@ -53,12 +48,12 @@ def _pack(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
     vector = ir.Constant(ir.VectorType(bits[0].type, len(bits)), None)
     for i, v in enumerate(bits):
         vector = b.insert_element(vector, v, ir.Constant(lt.I32, i))
-    return b.bitcast(vector, ir.IntType(_width(bits[0].type) * len(bits)))
+    return b.bitcast(vector, ir.IntType(lt.bit_width(bits[0].type) * len(bits)))
 
 
 def _unpack(b: ir.IRBuilder, register: ir.Value, storage: ir.Type, count: int) -> list[ir.Value]:
-    width = _width(storage)
-    as_int = register if isinstance(register.type, ir.IntType) else b.bitcast(register, ir.IntType(_width(register.type)))
+    width = lt.bit_width(storage)
+    as_int = to_bits(b, register)
     bits = _cast(b, as_int, ir.IntType(width * count))
     if count == 1:
         return [from_bits(b, bits, storage)]

@@ -8,7 +8,7 @@ import llvmlite.ir as ir
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu.kernel import _ELEMENTWISE, Dist, GPUKernel, is_tensor, rule, shape_of
+from naiad.codegen.gpu.kernel import _ELEMENTWISE, Dist, GPUKernel, is_tensor, numel, rule, shape_of
 from naiad.ir import arith, gpu, tt
 
 
@@ -44,8 +44,7 @@ def _constant(k: GPUKernel, op: Any) -> None:
         k.define(result, [value] * L.element_count(layout, shape))
         return
     # distinct elements: a constant table in global memory, read at each element's index
-    storage = lt.scalar(result.type)
-    stored = lt.I8 if storage == lt.I1 else storage
+    storage, stored = lt.scalar(result.type), lt.memory_type(result.type)
     items = [elementwise.scalar_constant(k.ctx(), v, result.type) for v in data]
     if stored != storage:
         items = [ir.Constant(stored, int(v.constant)) for v in items]
@@ -97,9 +96,7 @@ def _barrier(k: GPUKernel, op: Any) -> None:
 @rule(tt.AssumeOp)
 def _assume(k: GPUKernel, op: Any) -> None:
     """``tl.assume(cond)``: a fact LLVM may use (``llvm.assume``), no code."""
-    module = k.b.module
-    assume = module.globals.get("llvm.assume") or ir.Function(
-        module, ir.FunctionType(ir.VoidType(), [lt.I1]), "llvm.assume")
+    assume = lt.function(k.b.module, "llvm.assume", lt.VOID, [lt.I1])
     k.b.call(assume, [k.scalar(op.condition)])
 
 
@@ -152,7 +149,7 @@ def _remap(k: GPUKernel, op: Any) -> None:
         mapping = lambda coords: _transpose_source(coords, order, in_shape)      # noqa: E731
     else:
         mapping = lambda coords: [_flat(k, coords, out_shape)]                   # noqa: E731
-        in_shape = (_numel(in_shape),)
+        in_shape = (numel(in_shape),)
     values = k.gather_through_shared(Dist(src.layout, shape_of(op.src), src.values), op.src.type,
                                      k.layout_of(result), out_shape, mapping, in_shape)
     k.define(result, values)
@@ -168,9 +165,3 @@ def _transpose_source(coords: list, order: list[int], in_shape: tuple) -> list:
 def _flat(k: GPUKernel, coords: list, shape: tuple) -> ir.Value:
     return k.linear(coords, shape)
 
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

@@ -53,7 +53,7 @@ def _print(k: GPUKernel, op: Any) -> None:
     prefix = _escape(op.prefix.data)
     args = list(op.args)
     if not args:
-        k.when(_thread0(k), lambda: k.hooks.printf(k.b, f"{where}{prefix}\n", pid))
+        k.when(k.is_thread0(), lambda: k.hooks.printf(k.b, f"{where}{prefix}\n", pid))
         return
     signed = list(op.isSigned.get_values())
     hexadecimal = bool(op.hex.value.data)
@@ -63,7 +63,8 @@ def _print(k: GPUKernel, op: Any) -> None:
         if not is_tensor(value):
             spec, printed = _value_format(k, k.scalar(value), value.type, is_signed, hexadecimal)
             line = f"{where} idx (){prefix}{operand}{spec}\n"
-            k.when(_thread0(k), lambda line=line, printed=printed: k.hooks.printf(k.b, line, [*pid, printed]))
+            k.when(k.is_thread0(),
+                   lambda line=line, printed=printed: k.hooks.printf(k.b, line, [*pid, printed]))
             continue
         shape = shape_of(value)
         layout = k.layout_of(value)
@@ -87,6 +88,3 @@ def _assert(k: GPUKernel, op: Any) -> None:
         failed = k.b.not_(ok if ok.type == lt.I1 else k.b.icmp_unsigned("!=", ok, ir.Constant(ok.type, 0)))
         k.when(failed, lambda: k.hooks.assert_fail(k.b, message, file, line, function))
 
-
-def _thread0(k: GPUKernel) -> ir.Value:
-    return k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))

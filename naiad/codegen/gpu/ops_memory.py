@@ -19,7 +19,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen import llvm_types as lt
+from naiad.codegen import llvm_types as lt, loops
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
 from naiad.codegen.gpu.ptx_asm import asm, from_bits, to_bits
@@ -36,12 +36,6 @@ _FLOAT_ADD = {"f16": "noftz.f16", "bf16": "noftz.bf16", "f32": "f32", "f64": "f6
 #: as in Triton, and the access stays plain.
 _LOAD_CACHE = {"ca", "cg", "cs", "cv"}
 _STORE_CACHE = {"wb", "cg", "cs", "wt"}
-
-
-def memory_type(mlir_type: Any) -> ir.Type:
-    """How an element is laid out in memory: booleans take a byte."""
-    storage = lt.scalar(mlir_type)
-    return lt.I8 if storage == lt.I1 else storage
 
 
 def _vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: int) -> int:
@@ -70,7 +64,7 @@ def _global(k: GPUKernel, address: ir.Value) -> ir.Value:
 @rule(tt.LoadOp)
 def _load(k: GPUKernel, op: Any) -> None:
     result = op.results[0]
-    element = memory_type(result.type)
+    element = lt.memory_type(result.type)
     storage = lt.scalar(result.type)
     nbytes = lt.byte_size(element)
     zero = _zero(element)
@@ -107,14 +101,14 @@ def _load(k: GPUKernel, op: Any) -> None:
 @rule(tt.StoreOp)
 def _store(k: GPUKernel, op: Any) -> None:
     value_type = op.value.type
-    element = memory_type(value_type)
+    element = lt.memory_type(value_type)
     storage = lt.scalar(value_type)
     nbytes = lt.byte_size(element)
     qualifiers = _qualifiers(k, op, _STORE_CACHE)
     if not is_tensor(op.ptr):
         mask = k.scalar(op.mask) if op.mask is not None else None
         address, value = k.scalar(op.ptr), _to_memory(k, k.scalar(op.value), storage)
-        owner = k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))
+        owner = k.is_thread0()
         condition = k.b.and_(owner, mask) if mask is not None else owner
         k.when(condition, lambda: _write(k, address, value, nbytes, qualifiers))
         return
@@ -235,7 +229,7 @@ def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:
     if not is_tensor(result):
         if op.sem.data.value in ("release", "acq_rel"):
             k.hooks.barrier(k.b)
-        owner = k.b.icmp_unsigned("==", k.thread, ir.Constant(lt.I32, 0))
+        owner = k.is_thread0()
         value = emit(owner, *[k.scalar(v) for v in op.operands])
         k.env[result] = k.broadcast_from_thread0(value)
         return
@@ -307,26 +301,11 @@ def _atomic_poll(k: GPUKernel, op: Any) -> None:
     b = k.b
     scope = op.scope.data.value
     expected = k.scalar(op.expected)
-    width = expected.type.width
     address = k.scalar(op.ptr)
-    timer = "mov.u64 $0, %globaltimer;"
-    start = None if op.timeout_ns is None else asm(b, timer, [lt.I64], [])
-    spin, missed, done = (b.append_basic_block(f"poll.{n}") for n in ("spin", "missed", "done"))
-    b.branch(spin)
-    b.position_at_end(spin)
-    value = asm(b, f"ld.relaxed.{scope}.global.b{width} $0, [$1];", [ir.IntType(width)], [address])
-    b.cbranch(b.icmp_unsigned("==", value, expected), done, missed)
-    b.position_at_end(missed)
-    if start is None:
-        b.branch(spin)
-    else:
-        elapsed = b.sub(asm(b, timer, [lt.I64], []), start)
-        b.cbranch(b.icmp_unsigned(">=", elapsed, k.scalar(op.timeout_ns)), done, spin)
-    b.position_at_end(done)
-    seen = b.phi(lt.I1)
-    seen.add_incoming(ir.Constant(lt.I1, 1), spin)
-    if start is not None:
-        seen.add_incoming(ir.Constant(lt.I1, 0), missed)
+    text = f"ld.relaxed.{scope}.global.b{expected.type.width} $0, [$1];"
+    timeout = None if op.timeout_ns is None else k.scalar(op.timeout_ns)
+    seen = loops.poll(b, lambda: asm(b, text, [expected.type], [address]), expected,
+                      lambda: asm(b, "mov.u64 $0, %globaltimer;", [lt.I64], []), timeout)
     if op.sem.data.value == "acquire":
         asm(b, f"fence.acq_rel.{scope};", [], [])
     k.env[op.result] = seen

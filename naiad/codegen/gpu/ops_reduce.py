@@ -19,7 +19,8 @@ import llvmlite.ir as ir
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
+from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, numel, rule, shape_of
+from naiad.codegen.gpu.ptx_asm import to_bits
 from naiad.ir import arith, tt
 
 
@@ -46,8 +47,8 @@ def _shuffle(k: GPUKernel, value: ir.Value, offset: Any, up: bool = False, index
     an i32, when ``index``), for any scalar type (moved as 32-bit words)."""
     move = k.hooks.shuffle_index if index else k.hooks.shuffle_up if up else k.hooks.shuffle_xor
     t = value.type
-    width = lt.byte_size(t) * 8 if t != lt.I1 else 1
-    as_int = value if isinstance(t, ir.IntType) else k.b.bitcast(value, ir.IntType(width))
+    width = lt.bit_width(t)
+    as_int = to_bits(k.b, value)
     if width <= 32:
         word = k.b.zext(as_int, lt.I32) if width < 32 else as_int
         moved = move(k.b, word, offset)
@@ -113,9 +114,7 @@ def _reduce(k: GPUKernel, op: Any) -> None:
 def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, blocked: L.Blocked,
                   full_axis: int, warps: int, layout: L.Layout, shape: tuple,
                   types: list) -> dict:
-    count = 1
-    for s in shape:
-        count *= s
+    count = numel(shape)
     storages = [_element(t) for t in types]
     sizes = [count * warps * lt.byte_size(s) for s in storages]
     offsets = k.shared_regions(sizes)
@@ -156,9 +155,7 @@ def _scan(k: GPUKernel, op: Any) -> None:
         _define_scan(k, op, layout, shape, _scan_blocked(k, op, layout, shape, axis, inputs, reverse))
         return
     storages = [lt.scalar(v.type) for v in op.operands]
-    count = 1
-    for s in shape:
-        count *= s
+    count = numel(shape)
     sizes = [count * lt.byte_size(s) for s in storages]
     offsets = k.shared_regions(sizes)
     coords = k.coordinates(layout, shape)

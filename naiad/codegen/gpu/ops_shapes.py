@@ -10,38 +10,23 @@ import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu.kernel import GPUKernel, rule, shape_of
+from naiad.codegen.gpu.kernel import GPUKernel, numel, rule, shape_of
 from naiad.ir import tt
 
 
-def _numel(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-def _stage(k: GPUKernel, values: list[Any], storage: ir.Type) -> None:
+def _stage(k: GPUKernel, values: list[Any]) -> None:
     """Write each input (one after the other, row-major) to shared memory."""
-    stored = lt.I8 if storage == lt.I1 else storage
-    total = sum(_numel(shape_of(v)) for v in values)
-    k.need_shared(total * lt.byte_size(stored))
+    total = sum(numel(shape_of(v)) for v in values)
+    k.need_shared(total * lt.byte_size(lt.memory_type(values[0].type)))
     k.hooks.barrier(k.b)
     start = 0
     for value in values:
         dist = k.tensor(value)
         shape = dist.shape
         for v, coords in zip(dist.values, k.coordinates(dist.layout, shape)):
-            index = k.b.add(k.linear(coords, shape), ir.Constant(lt.I32, start))
-            k.b.store(k.b.zext(v, lt.I8) if storage == lt.I1 else v, k.shared_pointer(index, stored))
-        start += _numel(shape)
+            k.write_shared(k.b.add(k.linear(coords, shape), ir.Constant(lt.I32, start)), v)
+        start += numel(shape)
     k.hooks.barrier(k.b)
-
-
-def _read(k: GPUKernel, index: ir.Value, storage: ir.Type) -> ir.Value:
-    stored = lt.I8 if storage == lt.I1 else storage
-    v = k.b.load(k.shared_pointer(index, stored), typ=stored)
-    return k.b.trunc(v, lt.I1) if storage == lt.I1 else v
 
 
 @rule(tt.JoinOp)
@@ -49,11 +34,11 @@ def _join(k: GPUKernel, op: Any) -> None:
     """``result[..., j]`` is ``lhs[...]`` for j = 0 and ``rhs[...]`` for j = 1."""
     result = op.results[0]
     storage, shape, in_shape = lt.scalar(result.type), shape_of(result), shape_of(op.lhs)
-    _stage(k, [op.lhs, op.rhs], storage)
+    _stage(k, [op.lhs, op.rhs])
     values = []
     for coords in k.coordinates(k.layout_of(result), shape):
-        half = k.b.mul(coords[-1], ir.Constant(lt.I32, _numel(in_shape)))
-        values.append(_read(k, k.b.add(half, k.linear(coords[:-1], in_shape)), storage))
+        half = k.b.mul(coords[-1], ir.Constant(lt.I32, numel(in_shape)))
+        values.append(k.read_shared(k.b.add(half, k.linear(coords[:-1], in_shape)), storage))
     k.define(result, values)
 
 
@@ -61,11 +46,12 @@ def _join(k: GPUKernel, op: Any) -> None:
 def _split(k: GPUKernel, op: Any) -> None:
     """``outLHS[...]`` is ``src[..., 0]``, ``outRHS[...]`` is ``src[..., 1]``."""
     storage, src_shape = lt.scalar(op.src.type), shape_of(op.src)
-    _stage(k, [op.src], storage)
+    _stage(k, [op.src])
     for j, result in enumerate(op.results):
         values = []
         for coords in k.coordinates(k.layout_of(result), shape_of(result)):
-            values.append(_read(k, k.linear(list(coords) + [ir.Constant(lt.I32, j)], src_shape), storage))
+            values.append(k.read_shared(k.linear(list(coords) + [ir.Constant(lt.I32, j)], src_shape),
+                                        storage))
         k.define(result, values)
 
 
@@ -75,8 +61,8 @@ def _cat(k: GPUKernel, op: Any) -> None:
     inputs one after the other."""
     result = op.results[0]
     storage, shape = lt.scalar(result.type), shape_of(result)
-    _stage(k, [op.lhs, op.rhs], storage)
-    k.define(result, [_read(k, k.linear(c, shape), storage)
+    _stage(k, [op.lhs, op.rhs])
+    k.define(result, [k.read_shared(k.linear(c, shape), storage)
                       for c in k.coordinates(k.layout_of(result), shape)])
 
 
@@ -88,14 +74,14 @@ def _gather(k: GPUKernel, op: Any) -> None:
     axis = op.axis.value.data
     storage, src_shape = lt.scalar(op.src.type), shape_of(op.src)
     indices = k.tensor(op.indices, layout).values
-    _stage(k, [op.src], storage)
+    _stage(k, [op.src])
     values = []
     for index, coords in zip(indices, k.coordinates(layout, shape)):
         width = index.type.width
         chosen = k.b.trunc(index, lt.I32) if width > 32 else k.b.sext(index, lt.I32) if width < 32 else index
         source = list(coords)
         source[axis] = chosen
-        values.append(_read(k, k.linear(source, src_shape), storage))
+        values.append(k.read_shared(k.linear(source, src_shape), storage))
     k.define(result, values)
 
 
@@ -106,7 +92,7 @@ def _histogram(k: GPUKernel, op: Any) -> None:
     increment is the constant 1 behind a branch, which ptxas turns into a warp-aggregated
     ``ATOMS.POPC.INC`` (as Triton's histogram gets)."""
     result = op.results[0]
-    bins = _numel(shape_of(result))
+    bins = numel(shape_of(result))
     count_type = lt.scalar(result.type)
     src = k.tensor(op.src)
     k.need_shared(bins * lt.byte_size(count_type))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from naiad.codegen import llvm_types as lt
+
 #: Integer width -> the PTX register class of an inline-assembly operand.
 _REGISTER = {16: "h", 32: "r", 64: "l"}
 
@@ -39,8 +41,7 @@ def to_bits(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     """A scalar as an integer of its width (floats bitcast)."""
     if isinstance(value.type, ir.IntType):
         return value
-    width = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(value.type)]
-    return b.bitcast(value, ir.IntType(width))
+    return b.bitcast(value, ir.IntType(lt.bit_width(value.type)))
 
 
 def from_bits(b: ir.IRBuilder, bits: ir.Value, storage: ir.Type) -> ir.Value:

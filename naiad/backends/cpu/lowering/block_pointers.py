@@ -71,7 +71,7 @@ def _access(kernel: Any, op: Any, index: ir.Value, lanes: int) -> tuple[ir.Value
     positions = [b.add(ctx.splat(offset), part)
                  for offset, part in zip(ptr.offsets, kernel.chunks.split_index(lane_index, block))]
     i64 = lt.vector(lt.I64, lanes)
-    element = lt.byte_size(memory.memory_type(lt.element(op.ptr.type.pointee_type)))
+    element = lt.byte_size(lt.memory_type(lt.element(op.ptr.type.pointee_type)))
     address = ctx.splat(ptr.base)
     for position, stride in zip(positions, ptr.strides):
         step = b.mul(b.sext(position, i64), ctx.splat(b.mul(stride, ir.Constant(lt.I64, element))))

@@ -24,8 +24,7 @@ from xdsl.ir import Block, SSAValue
 
 from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
                                          reductions, shapes)
-from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
-                                               buffer_element, numel)
+from naiad.backends.cpu.lowering.tiles import ELEMENTWISE, Buffer, ChunkEmitter, Lazy, numel
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.compiler.errors import error_at
 from naiad.ir import arith, gpu, tt
@@ -90,8 +89,7 @@ class KernelLowering:
     def _unpack_arguments(self, func: Any, args_ptr: ir.Value) -> None:
         for i, arg in enumerate(func.body.block.args):
             slot = self.b.gep(args_ptr, [ir.Constant(lt.I64, i * ARG_SLOT)], source_etype=lt.I8)
-            storage = lt.scalar(arg.type)
-            stored = lt.I8 if storage == lt.I1 else storage
+            storage, stored = lt.scalar(arg.type), lt.memory_type(arg.type)
             value = self.b.load(slot, typ=stored, align=lt.byte_size(stored))
             self.env[arg] = self.b.trunc(value, lt.I1) if storage == lt.I1 else value
         if self.debug:      # the launcher appends the argument buffers' address ranges
@@ -187,7 +185,7 @@ class KernelLowering:
 
     def buffer(self, mlir_type: Any) -> Buffer:
         """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry)."""
-        storage = buffer_element(mlir_type)
+        storage = lt.memory_type(mlir_type)
         count = numel(mlir_type)
         ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
         ptr.align = 64
@@ -196,7 +194,7 @@ class KernelLowering:
 
     def constant_buffer(self, values: list, mlir_type: Any) -> Buffer:
         """A dense constant of distinct values, as a read-only global read like a buffer."""
-        storage, element = buffer_element(mlir_type), lt.element(mlir_type)
+        storage, element = lt.memory_type(mlir_type), lt.element(mlir_type)
         items = [self.scalar_constant(v, element) for v in values]
         if storage != lt.scalar(mlir_type):             # booleans are kept as bytes
             items = [ir.Constant(storage, int(v.constant)) for v in items]

@@ -44,7 +44,7 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
     lanes = kernel.chunk_lanes(numel(value.type))
     if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
         return kernel.materialize(value)
-    size = lt.byte_size(memory.memory_type(value.type))
+    size = lt.byte_size(lt.memory_type(value.type))
     consecutive = lane_stride(_Computed(kernel), load.ptr, lanes) == size
     step = _next_step(kernel, load)
     target = kernel.buffer(value.type)
@@ -102,7 +102,7 @@ def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive
         return kernel.chunks.value_at(value, index, lanes)
 
     b, ctx = kernel.b, kernel.ctx(lanes)
-    element = memory.memory_type(load.results[0].type)
+    element = lt.memory_type(load.results[0].type)
     size = lt.byte_size(element)
     addresses = at(load.ptr)
     mask = at(load.mask) if load.mask is not None else None

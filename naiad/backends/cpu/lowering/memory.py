@@ -17,13 +17,7 @@ import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
 
 from naiad.backends.cpu.lowering.tiles import Lazy, lane_stride
-from naiad.codegen import elementwise, llvm_types as lt
-
-
-def memory_type(value_type: Any) -> ir.Type:
-    """How an element is laid out in memory: booleans take a byte."""
-    storage = lt.scalar(value_type)
-    return lt.I8 if storage == lt.I1 else storage
+from naiad.codegen import elementwise, llvm_types as lt, loops
 
 
 def _to_memory(kernel: Any, value: ir.Value, value_type: Any, lanes: int) -> ir.Value:
@@ -67,7 +61,7 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     def operand(value: Any) -> ir.Value:
         return kernel.scalar(value) if index is None else kernel.chunks.value_at(value, index, lanes)
 
-    element = memory_type(op.results[0].type)
+    element = lt.memory_type(op.results[0].type)
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
     return emit_load(kernel, op, operand(op.ptr), mask, passthru, lanes,
@@ -79,7 +73,7 @@ def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
     """Load ``lanes`` elements of ``op``'s result type at ``addresses`` (consecutive ones when
     ``contiguous``); masked-off lanes take ``passthru`` and touch no memory."""
     value_type = op.results[0].type
-    element = memory_type(value_type)
+    element = lt.memory_type(value_type)
     passthru = _to_memory(kernel, passthru, value_type, lanes)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
@@ -139,7 +133,7 @@ def lower_store(kernel: Any, op: Any) -> None:
             return kernel.chunks.value_at(v, index, lanes)
 
         mask = at(op.mask) if op.mask is not None else None
-        contiguous = _contiguous(kernel, op.ptr, memory_type(op.value.type), lanes)
+        contiguous = _contiguous(kernel, op.ptr, lt.memory_type(op.value.type), lanes)
         store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes, contiguous)
 
     kernel.for_each_chunk(op.ptr.type, chunk)
@@ -149,7 +143,7 @@ def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask
                 lanes: int, contiguous: bool) -> None:
     """Store ``lanes`` elements at ``addresses`` (consecutive ones when ``contiguous``)."""
     value_type = op.value.type
-    element = memory_type(value_type)
+    element = lt.memory_type(value_type)
     value = _to_memory(kernel, value, value_type, lanes)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
@@ -295,21 +289,7 @@ def _poll(kernel: Any, op: Any, address: ir.Value, element: ir.Type) -> ir.Value
     b = kernel.b
     expected, pointer = kernel.scalar(op.expected), b.inttoptr(address, lt.PTR)
     clock = lt.function(kernel.llmod, "naiad_clock_ns", lt.I64, [])
-    start = None if op.timeout_ns is None else b.call(clock, [])
-    spin, missed, done = (b.append_basic_block(f"poll.{n}") for n in ("spin", "missed", "done"))
-    b.branch(spin)
-    b.position_at_end(spin)
-    value = b.load_atomic(pointer, _ORDERING[op.sem.data.value], lt.byte_size(element), typ=element)
-    b.cbranch(b.icmp_unsigned("==", value, expected), done, missed)
-    b.position_at_end(missed)
-    if start is None:
-        b.branch(spin)
-    else:
-        elapsed = b.sub(b.call(clock, []), start)
-        b.cbranch(b.icmp_unsigned(">=", elapsed, kernel.scalar(op.timeout_ns)), done, spin)
-    b.position_at_end(done)
-    seen = b.phi(lt.I1)
-    seen.add_incoming(ir.Constant(lt.I1, 1), spin)
-    if start is not None:
-        seen.add_incoming(ir.Constant(lt.I1, 0), missed)
-    return seen
+    timeout = None if op.timeout_ns is None else kernel.scalar(op.timeout_ns)
+    return loops.poll(b, lambda: b.load_atomic(pointer, _ORDERING[op.sem.data.value],
+                                               lt.byte_size(element), typ=element),
+                      expected, lambda: b.call(clock, []), timeout)

@@ -51,13 +51,6 @@ class Lazy:
     index: int = 0
 
 
-def buffer_element(mlir_type: Any) -> ir.Type:
-    """How one element is held in a buffer: its storage type, but booleans take a byte (LLVM
-    packs vectors of i1 into bits, which would not match element addresses)."""
-    storage = lt.scalar(mlir_type)
-    return lt.I8 if storage == lt.I1 else storage
-
-
 def shape_of(mlir_type: Any) -> list[int]:
     return list(mlir_type.get_shape()) if isinstance(mlir_type, TensorType) else []
 
@@ -135,12 +128,12 @@ class ChunkEmitter:
 
     # -- buffers ----------------------------------------------------------------------------------
     def element_pointer(self, buffer: Buffer, index: ir.Value) -> ir.Value:
-        size = lt.byte_size(buffer_element(buffer.mlir_type))
+        size = lt.byte_size(lt.memory_type(buffer.mlir_type))
         return self.b.gep(buffer.ptr, [self.b.mul(self._i64(index), ir.Constant(lt.I64, size))],
                           source_etype=lt.I8)
 
     def load_chunk(self, buffer: Buffer, index: ir.Value, lanes: int) -> ir.Value:
-        element = buffer_element(buffer.mlir_type)
+        element = lt.memory_type(buffer.mlir_type)
         t = lt.vector(element, lanes)
         value = self.b.load(self.element_pointer(buffer, index), typ=t, align=lt.byte_size(element))
         if element != lt.scalar(buffer.mlir_type):        # booleans are kept as bytes
@@ -151,7 +144,7 @@ class ChunkEmitter:
         """The elements of ``buffer`` at the (vector of) linear ``indices``: a gather."""
         if lanes == 1:
             return self.load_chunk(buffer, indices, 1)
-        element = buffer_element(buffer.mlir_type)
+        element = lt.memory_type(buffer.mlir_type)
         vec = lt.vector(element, lanes)
         i64 = lt.vector(lt.I64, lanes)
         ctx = self.kernel.ctx(lanes)
@@ -167,7 +160,7 @@ class ChunkEmitter:
         return value
 
     def store_chunk(self, buffer: Buffer, index: ir.Value, value: ir.Value) -> None:
-        element = buffer_element(buffer.mlir_type)
+        element = lt.memory_type(buffer.mlir_type)
         if element != lt.scalar(buffer.mlir_type):
             value = self.b.zext(value, lt.vector(element, lt.lanes_of(value.type)))
         self.b.store(value, self.element_pointer(buffer, index), align=lt.byte_size(element))
