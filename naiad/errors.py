@@ -26,6 +26,17 @@ class BackendSelectionError(NaiadError, RuntimeError):
     """
 
 
+class LaunchError(NaiadError, TypeError):
+    """A launch cannot run as asked: its arguments do not fit the kernel's parameters, an
+    argument cannot be passed (a read-only output, data in the wrong byte order), or its grid
+    is not 1 to 3 non-negative ints within the backend's limits."""
+
+
+class KernelDefinitionError(NaiadError, TypeError):
+    """``@naiad.jit`` was given something that cannot be a kernel: not a function, or a
+    function with ``*args`` / ``**kwargs``."""
+
+
 class BackendAPIVersionError(BackendLoadError):
     """A backend was written for a backend-API version this Naiad does not speak."""
 

@@ -41,6 +41,17 @@ def _parse_int(env: str, raw: str) -> int:
         raise KnobError(f"{env}={raw!r} is not an integer: set it to a whole number, or unset it") from None
 
 
+def _parse_seconds(env: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise KnobError(f"{env}={raw!r} is not a number of seconds: set it to a number >= 0 "
+                        f"(0: no limit), or unset it")
+    return value
+
+
 def _parse_str(env: str, raw: str) -> str:
     return raw
 
@@ -94,6 +105,10 @@ def env_bool(env: str, default: bool, doc: str) -> Any:
 
 def env_int(env: str, default: int | None, doc: str) -> Any:
     return Knob(env, default, _parse_int, doc)
+
+
+def env_seconds(env: str, default: float, doc: str) -> Any:
+    return Knob(env, default, _parse_seconds, doc)
 
 
 def env_str(env: str, default: str | Callable[[], str] | None, doc: str) -> Any:
@@ -180,6 +195,10 @@ class BackendKnobs(KnobGroup):
     default = env_str(
         "NAIAD_DEFAULT_BACKEND", None,
         "Name of the backend to use for every launch, whatever the arguments' device.")
+    import_timeout = env_seconds(
+        "NAIAD_BACKEND_IMPORT_TIMEOUT", 30.0,
+        "Seconds a backend's modules may take to import before the backend is reported as "
+        "failed ('did not finish importing') and skipped; 0: no limit.")
 
 
 class CompilationKnobs(KnobGroup):

@@ -226,6 +226,77 @@ def test_damaged_entry_is_removed_and_compiled_again(plugins, cache_dir, stage_c
     assert sorted(n for n in os.listdir(cache_dir / "kernels")) == [good.hash]
 
 
+def _file_in_place(path):
+    path.write_text("not an entry")
+
+
+def _link_loop(path):
+    os.symlink(path, path)                      # the link points at itself
+
+
+def _dangling_link(path):
+    os.symlink(path.parent / "nowhere", path)
+
+
+@pytest.mark.parametrize("blocker", [_file_in_place, _link_loop, _dangling_link],
+                         ids=["file", "symlink loop", "dangling symlink"])
+def test_a_non_folder_in_an_entrys_place_is_replaced(plugins, cache_dir, stage_calls, blocker):
+    plugins.add("toy")
+    good = naiad.compile(source(), target=TOY)
+    folder = entry_dir(cache_dir, good)
+    cache.FileCacheManager().remove(good.hash)
+    blocker(folder)
+    stage_calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = naiad.compile(source(), target=TOY)      # compiled, and stored in its place
+    assert stage_calls == ["ttir", "toyasm", "toybin"] and same_kernel(good, again)
+    assert folder.is_dir() and not folder.is_symlink()
+    stage_calls.clear()
+    third = naiad.compile(source(), target=TOY)
+    assert stage_calls == [] and same_kernel(good, third)   # repaired: a hit from now on
+
+
+def test_a_damaged_entry_that_cannot_be_removed_says_so(plugins, cache_dir, monkeypatch):
+    plugins.add("toy")
+    good = naiad.compile(source(), target=TOY)
+    _truncate(entry_dir(cache_dir, good), "scale.toybin")
+    real_rename = os.rename
+
+    def read_only_rename(src, dst):
+        if os.path.basename(src) == good.hash:
+            raise PermissionError(13, "Permission denied", src)
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(cache.os, "rename", read_only_rename)
+    with pytest.warns(NaiadWarning) as record:
+        again = naiad.compile(source(), target=TOY)
+    message = str(record[0].message)
+    assert "is damaged" in message and "it was removed" not in message
+    assert "it could not be removed (PermissionError: [Errno 13] Permission denied" in message
+    assert "fix: make the cache directory writable" in message
+    assert same_kernel(good, again)
+
+
+def test_a_manager_that_cannot_remove_is_not_said_to_have_removed(plugins, cache_dir):
+    plugins.add("toy")
+
+    class KeepsEverything(cache.CacheManager):
+        entries: dict = {}
+
+        def get(self, key):
+            return self.entries.get(key)
+
+        def put(self, key, files):
+            self.entries[key] = {**files, "MANIFEST": b"garbled"}
+
+    knobs.cache.manager_class = KeepsEverything
+    naiad.compile(source(), target=TOY)
+    with pytest.warns(NaiadWarning, match=r"is damaged: MANIFEST is not valid JSON .*; it stays in "
+                                          r"the cache \(.*KeepsEverything cannot remove entries\)"):
+        naiad.compile(source(), target=TOY)
+
+
 @pytest.mark.shipped_backends
 def test_damaged_object_file_gives_a_correct_cpu_kernel(cache_dir):
     from naiad.backends.selection import active_driver

@@ -103,6 +103,60 @@ def test_naiad_backends_check_of_a_good_dir_in_a_fresh_process(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+HANG = "import threading\nthreading.Event().wait()   # never returns\n"
+
+
+def test_naiad_backends_reports_a_backend_whose_import_hangs(tmp_path):
+    good = write_plugin(tmp_path / "good", "goodbe", device="cpu")
+    hangs = write_plugin(tmp_path / "hangs", "hangsbe", compiler_extra=HANG)
+    env = subprocess_env(NAIAD_PLUGIN_DIRS=f"{good};{hangs}", NAIAD_BACKEND_IMPORT_TIMEOUT="1")
+    result = subprocess.run([sys.executable, "-m", "naiad", "backends"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "yes" in _line_of(_table(result.stdout), "goodbe").split()
+    assert "failed" in _line_of(_table(result.stdout), "hangsbe").split()
+    line = _line_of(_problems_section(result.stdout), "hangsbe")
+    assert "importing backend 'hangsbe' (naiad.backends.hangsbe) did not finish within 1 s" in line
+
+
+def test_naiad_backends_check_of_a_dir_whose_import_hangs(tmp_path):
+    hangs = write_plugin(tmp_path / "hangs", "hangsbe", driver_extra=HANG)
+    env = subprocess_env(NAIAD_BACKEND_IMPORT_TIMEOUT="1")
+    result = subprocess.run([sys.executable, "-m", "naiad", "backends", "--check", str(hangs)],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert "PROBLEM: importing backend 'hangsbe' (naiad.backends.hangsbe) did not finish within " \
+           "1 s" in result.stdout, result.stdout + result.stderr
+
+
+LAUNCH = """
+import numpy as np, naiad, naiad.language as tl
+@naiad.jit
+def double(x, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+x = np.arange(8, dtype=np.float32)
+double[(1,)](x, 8, BLOCK=8)
+print(x.tolist())
+"""
+
+
+@pytest.mark.shipped_backends
+@pytest.mark.parametrize("declared", [True, False], ids=["declared_elsewhere", "undeclared"])
+def test_a_numpy_launch_is_not_held_up_by_a_plugin_whose_import_hangs(tmp_path, declared):
+    """A plugin that declares another device is never imported; one whose device types cannot
+    be read from its driver.py is imported under the time limit, then skipped."""
+    extra = {} if declared else dict(device=None, driver_extra="HangsbeDriver.device_types = ('x',)\n")
+    hangs = write_plugin(tmp_path / "hangs", "hangsbe", compiler_extra=HANG, **extra)
+    script = tmp_path / "launch.py"
+    script.write_text(LAUNCH)
+    env = subprocess_env(NAIAD_PLUGIN_DIRS=str(hangs), NAIAD_BACKEND_IMPORT_TIMEOUT="2")
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([2.0 * i for i in range(8)])
+    assert ("did not finish within 2 s" in result.stderr) is not declared
+
+
 def test_python_m_naiad_demo_runs_the_gallery_on_the_cpu():
     result = subprocess.run([sys.executable, "-m", "naiad", "demo"], env=subprocess_env(),
                             capture_output=True, text=True, timeout=300)
@@ -237,7 +291,7 @@ BROKEN = {
     "missing_name_conf": (dict(conf=False),
                           "name.conf is missing", "create it containing the backend's name"),
     "invalid_name": (dict(conf="my-backend"),
-                     "'my-backend', which is not a valid backend name", "use a Python identifier"),
+                     "'my-backend', which is not a valid backend name", "use lowercase ASCII letters"),
     "reserved_name": (dict(conf="compiler"),
                       "'compiler', which is the name of one of Naiad's own modules", "choose another name"),
     "missing_driver": (dict(driver=False),

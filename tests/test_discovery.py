@@ -172,13 +172,33 @@ def test_name_conf_that_is_not_utf8(registry, plugins):
     assert "fix: make it a readable UTF-8 text file" in failure.reason
 
 
-@pytest.mark.parametrize("bad_name", ["my-backend", "2fast", "has space", "_private"])
+@pytest.mark.parametrize("bad_name", ["my-backend", "2fast", "has space", "_private", "Toy",
+                                      "naïve", "toyÄ"])
 def test_name_conf_with_invalid_name(registry, plugins, bad_name):
     root = plugins.add("toy", conf=bad_name + "\n")
     assert registry.sources() == {}
     failure = _layout_failure(registry, root)
     assert f"names {bad_name!r}, which is not a valid backend name" in failure.reason
-    assert "fix: use a Python identifier not starting with '_'" in failure.reason
+    assert "fix: use lowercase ASCII letters, digits and underscores, starting with a letter" in failure.reason
+
+
+@pytest.mark.parametrize("keyword", ["class", "import", "None", "lambda"])
+def test_name_conf_naming_a_python_keyword(registry, plugins, keyword):
+    root = plugins.add("toy", conf=keyword + "\n")
+    assert registry.sources() == {}
+    failure = _layout_failure(registry, root)
+    problem = "which is a Python keyword" if keyword.islower() else "which is not a valid"
+    assert f"names {keyword!r}, {problem}" in failure.reason
+
+
+def test_entry_point_with_an_invalid_name_is_skipped(registry, site):
+    site.package("bad_pkg", name="bad")
+    site.package("good_pkg", name="good")
+    site.dist("badnames", "1.0", {"Bad-Name": "bad_pkg", "class": "bad_pkg", "good": "good_pkg"})
+    assert sorted(registry.sources()) == ["good"]
+    reasons = {f.name: f.reason for f in registry.skipped()}
+    assert "which is not a valid backend name -- fix: use lowercase ASCII letters" in reasons["Bad-Name"]
+    assert "'class' (entry point badnames 1.0), which is a Python keyword" in reasons["class"]
 
 
 @pytest.mark.parametrize("reserved", ["compiler", "driver", "discovery", "selection", "plugin_dirs",
@@ -337,6 +357,60 @@ def test_sys_exit_at_import_time_is_a_failure_not_an_exit(registry, plugins):
     plugins.add("toy", compiler_extra="import sys\nsys.exit('toy cannot start')\n")
     reason = _failure(registry, "toy").reason
     assert "SystemExit: toy cannot start" in reason
+
+
+# A backend whose import never returns keeps its module's import lock for the rest of the
+# process: each such test uses a backend name of its own.
+HANG = "import threading\nthreading.Event().wait()   # never returns\n"
+
+
+def test_a_backend_whose_import_hangs_is_reported_not_waited_for(registry, plugins):
+    knobs.backends.import_timeout = 0.3
+    plugins.add("hangs_at_import", compiler_extra=HANG)
+    plugins.add("good", device="gooddev")
+    reason = _failure(registry, "hangs_at_import").reason
+    assert "importing backend 'hangs_at_import' (naiad.backends.hangs_at_import) did not finish " \
+           "within 0.3 s" in reason
+    assert "fix: find what it does there" in reason and "NAIAD_BACKEND_IMPORT_TIMEOUT" in reason
+    assert registry["good"].driver.device_types == ("gooddev",)       # the others still load
+
+
+def test_selection_does_not_import_a_backend_that_runs_elsewhere(registry, plugins):
+    plugins.add("hangs_elsewhere", device="elsewhere", compiler_extra=HANG)   # read, not imported
+    plugins.add("good", device="gooddev")
+    assert registry.device_types("hangs_elsewhere") == ("elsewhere",)
+    assert selection._active_for("gooddev") == [registry["good"]]
+    assert "naiad.backends.hangs_elsewhere.compiler" not in sys.modules
+
+
+def test_selection_imports_a_backend_whose_device_types_are_not_literal(registry, plugins):
+    knobs.backends.import_timeout = 0.3
+    plugins.add("hangs_undeclared", device=None, compiler_extra=HANG,
+                driver_extra="HangsUndeclaredDriver.device_types = ('gooddev',)\n")
+    plugins.add("good", device="gooddev")
+    assert registry.device_types("hangs_undeclared") is None
+    with pytest.warns(NaiadWarning, match="backend skipped: hangs_undeclared .* did not finish "
+                                          "within 0.3 s"):
+        assert selection._active_for("gooddev") == [registry["good"]]   # toy timed out
+
+
+@pytest.mark.parametrize("line, declared", [
+    ("device_types = ('a', 'b')  # two", ("a", "b")),
+    ("device_types: tuple = ('a',)", ("a",)),
+    ("device_types = tuple(DEVICES)", None),
+    ("device_types = ('a',)\n    other = 1\n\nclass Helper:\n    device_types = ('b',)", None),
+])
+def test_declared_device_types_are_read_from_the_driver_file(registry, plugins, line, declared):
+    plugins.add("toy", device=None, driver_methods={"devices": line})
+    assert registry.device_types("toy") == declared
+
+
+def test_declared_device_types_of_an_entry_point_package(registry, site):
+    site.package("hangs_pkg", name="hangs", device="hangdev",
+                 init="import threading\nthreading.Event().wait()\n")
+    site.dist("hangs", "1.0", {"hangs": "hangs_pkg"})
+    assert registry.device_types("hangs") == ("hangdev",)        # its __init__ never ran
+    assert "hangs_pkg" not in sys.modules
 
 
 def test_api_version_newer_than_naiad(registry, plugins):

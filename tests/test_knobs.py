@@ -18,7 +18,9 @@ def test_defaults():
     assert knobs.backends.in_tree is False
     assert knobs.backends.plugin_dirs == []
     assert knobs.backends.default is None
-    assert knobs.backends.values() == {"in_tree": False, "plugin_dirs": [], "default": None}
+    assert knobs.backends.import_timeout == 30.0
+    assert knobs.backends.values() == {"in_tree": False, "plugin_dirs": [], "default": None,
+                                       "import_timeout": 30.0}
 
 
 def test_list_default_is_a_fresh_list_each_time():

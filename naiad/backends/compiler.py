@@ -184,6 +184,16 @@ class BaseBackend(metaclass=ABCMeta):
     def get_target_name(self, options: Any) -> str:
         """A printable target name, e.g. "cuda:90" or "cpu:x86_64-avx2"."""
 
+    def option_names(self) -> frozenset[str]:
+        """The keyword options a launch may pass to this backend; any other keyword of a launch
+        must be a parameter of the kernel (Naiad refuses the rest, naming the closest name).
+        Default: the fields of ``parse_options({})``.  Override when the options object is not
+        a dataclass."""
+        options = self.parse_options({})
+        if dataclasses.is_dataclass(options):
+            return frozenset(f.name for f in dataclasses.fields(options))
+        return frozenset(vars(options))
+
     def derived_asm(self, name: str, asm: dict[str, Any]) -> str | None:
         """A view of a compiled kernel that no stage writes, made when ``kernel.asm[name]`` is
         first read (the cuda backend disassembles its cubin for ``"sass"``); None: there is no

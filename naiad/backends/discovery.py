@@ -20,16 +20,20 @@ skipped; the others keep working.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.machinery
 import inspect
 import os
+import re
+import sys
 import threading
 import traceback
 import warnings
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Iterator
+from typing import Any, Iterator
 
 from naiad import knobs
 from naiad.backends import plugin_dirs
@@ -117,6 +121,60 @@ def _plugin_sources() -> tuple[list[BackendSource], list[BackendFailure]]:
     return sources, failures
 
 
+_DEVICE_TYPES = re.compile(r"^[ \t]+device_types\s*(?::[^=\n]*)?=\s*(\([^\n]*?\))\s*(?:#.*)?$", re.M)
+
+
+def declared_device_types(source: BackendSource) -> tuple[str, ...] | None:
+    """The ``device_types`` a backend's driver class declares, read from the text of its
+    ``driver.py`` without importing anything (selection then imports only the backends that
+    run on the arguments' device); None when the text does not say it plainly (one
+    ``device_types = (...)`` line holding a tuple of strings): the backend is imported to ask."""
+    path = _driver_file(source)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = set(_DEVICE_TYPES.findall(f.read()))
+        value = ast.literal_eval(found.pop()) if len(found) == 1 else None
+    except (OSError, UnicodeDecodeError, ValueError, SyntaxError):
+        return None
+    if isinstance(value, tuple) and all(isinstance(d, str) for d in value):
+        return value
+    return None
+
+
+def _driver_file(source: BackendSource) -> str | None:
+    if source.origin == "plugin dir":
+        directories = [os.path.join(source.location, "backend")]
+    elif source.origin == "in-tree":
+        directories = [source.location]
+    else:
+        directories = _package_directories(source.package)
+    paths = [os.path.join(d, "driver.py") for d in directories]
+    return next((p for p in paths if os.path.isfile(p)), None)
+
+
+def _package_directories(package: str) -> list[str]:
+    """Where an importable package lives, found as the import system finds it, without running
+    any of its code or its parents' (an ``__init__`` that hangs must not hang discovery)."""
+    paths: list[str] | None = None
+    parts = package.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[:i + 1])
+        module = sys.modules.get(name)
+        if module is not None:
+            paths = list(getattr(module, "__path__", None) or [])
+            continue
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, paths)
+        except (ImportError, ValueError):
+            return []
+        if spec is None or not spec.submodule_search_locations:
+            return []
+        paths = list(spec.submodule_search_locations)
+    return paths or []
+
+
 def _concrete_class(module: ModuleType, base: type, package: str, what: str) -> type:
     """The one concrete subclass of ``base`` defined inside the backend's own package.
 
@@ -195,7 +253,48 @@ def _check_declarations(compiler: type, driver: type) -> None:
 
 
 def load(source: BackendSource) -> Backend:
-    """Import and validate one backend; raise `BackendLoadError` saying what to fix."""
+    """Import and validate one backend; raise `BackendLoadError` saying what to fix.
+
+    The import runs in a thread of its own and may take ``knobs.backends.import_timeout``
+    seconds: a backend whose import loops or waits forever is reported, and the process goes
+    on (its thread is left behind).  A load asked for while this thread is itself importing a
+    module runs here, without the limit: the import thread might need that module's lock."""
+    seconds = knobs.backends.import_timeout
+    if not seconds or _inside_an_import():
+        return _load(source)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["backend"] = _load(source)
+        except BaseException as e:           # handed to the caller, whatever it is
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name=f"naiad-import-{source.name}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise BackendLoadError(
+            f"importing backend {source.name!r} ({source.package}) did not finish within "
+            f"{seconds:g} s: its compiler or driver module loops or waits at import -- fix: find "
+            f"what it does there (python -X importtime -c 'import {source.package}.driver'), "
+            f"or raise NAIAD_BACKEND_IMPORT_TIMEOUT if it is only slow")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["backend"]
+
+
+def _inside_an_import() -> bool:
+    """Whether the calling thread is executing a module's import (importlib's frames)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _load(source: BackendSource) -> Backend:
     compiler_module = _import(f"{source.package}.compiler")
     driver_module = _import(f"{source.package}.driver")
     compiler = _concrete_class(compiler_module, BaseBackend, source.package,
@@ -227,6 +326,7 @@ class Registry(Mapping):
             self._listing_failures: list[BackendFailure] = []
             self._loaded: dict[str, Backend] = {}
             self._load_failures: dict[str, BackendFailure] = {}
+            self._declared: dict[str, tuple[str, ...] | None] = {}
             self._key: tuple | None = None
             plugin_dirs.finder.reset()
 
@@ -250,6 +350,13 @@ class Registry(Mapping):
             candidates += [s for s in _entry_point_sources() if s.package not in in_tree_packages]
         winners: dict[str, BackendSource] = {}
         for source in candidates:
+            problem = plugin_dirs.name_problem(source.name)
+            if problem is not None:          # plugin dirs' names were checked when read
+                failures.append(BackendFailure(
+                    source.name, source.origin, source.location,
+                    f"the backend name {source.name!r} ({source.describe()}), {problem} -- "
+                    f"fix: {plugin_dirs.NAME_FIX}"))
+                continue
             first = winners.setdefault(source.name, source)
             if first is source:
                 continue
@@ -279,6 +386,18 @@ class Registry(Mapping):
                 raise KeyError(str(failure)) from None
             self._loaded[name] = backend
             return backend
+
+    def device_types(self, name: str) -> tuple[str, ...] | None:
+        """The device types backend ``name`` runs on: its driver's, when it is loaded, else
+        what its ``driver.py`` declares (`declared_device_types`), read without importing it;
+        None when that cannot be known without importing it."""
+        sources = self.sources()
+        with self._lock:
+            if name in self._loaded:
+                return self._loaded[name].driver.device_types
+            if name not in self._declared:
+                self._declared[name] = declared_device_types(sources[name]) if name in sources else None
+            return self._declared[name]
 
     def get_or_failure(self, name: str) -> Backend | BackendFailure:
         try:

@@ -56,8 +56,18 @@ class DriverBase(metaclass=ABCMeta):
 
     #: The memory kinds whose arrays this driver launches on, named as torch names device
     #: types: ("cpu",) for host memory, ("cuda",) for NVIDIA device memory.  When no backend is
-    #: named, the device of a kernel's array arguments picks the backend that lists it.  Required.
+    #: named, the device of a kernel's array arguments picks the backend that lists it.  Required,
+    #: as a tuple of string literals on one line (``device_types = ("cpu",)``): selection reads
+    #: it from the file without importing the backend, so a launch never imports (or waits for)
+    #: a backend that runs elsewhere.
     device_types: ClassVar[tuple[str, ...]]
+    #: The most programs a launch may have along each grid axis (x, y, z).  The core refuses
+    #: a larger (or negative) grid dimension with a `naiad.errors.LaunchError` before the
+    #: launcher runs.  The default is CUDA's: 2**31 - 1, 65535, 65535.
+    max_grid: ClassVar[tuple[int, int, int]] = (2**31 - 1, 65535, 65535)
+    #: The most programs one launch may have in all (the product of the grid), or None when
+    #: only the per-axis limits apply.
+    max_programs: ClassVar[int | None] = None
 
     @classmethod
     @abstractmethod

@@ -2,7 +2,7 @@
 
 A plugin directory holds::
 
-    backend/name.conf     the backend's name (one Python identifier)
+    backend/name.conf     the backend's name ([a-z][a-z0-9_]*, not a Python keyword)
     backend/compiler.py   one concrete BaseBackend subclass
     backend/driver.py     one concrete DriverBase subclass
     language/             optional: becomes naiad.language.extra.<name>
@@ -19,7 +19,9 @@ import dataclasses
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import keyword
 import os
+import re
 import sys
 import threading
 
@@ -86,10 +88,25 @@ def read_name(root: str) -> tuple[str | None, list[tuple[str, str]]]:
     if name in reserved_names():
         return None, [(f"{conf} names {name!r}, which is the name of one of Naiad's own modules",
                        "choose another name")]
-    if not name.isidentifier() or name.startswith("_"):
-        return None, [(f"{conf} names {name!r}, which is not a valid backend name",
-                       "use a Python identifier not starting with '_' (letters, digits, underscores)")]
+    problem = name_problem(name)
+    if problem is not None:
+        return None, [(f"{conf} names {name!r}, {problem}", NAME_FIX)]
     return name, []
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+NAME_FIX = ("use lowercase ASCII letters, digits and underscores, starting with a letter, and "
+            "not a Python keyword (e.g. 'mybackend')")
+
+
+def name_problem(name: str) -> str | None:
+    """What is wrong with a backend name, or None: names are ``[a-z][a-z0-9_]*`` and not Python
+    keywords, since each becomes the module ``naiad.backends.<name>`` and an option prefix."""
+    if not _NAME.fullmatch(name):
+        return "which is not a valid backend name"
+    if keyword.iskeyword(name):
+        return "which is a Python keyword and cannot be a backend name"
+    return None
 
 
 def read(root: str) -> PluginDir:

@@ -22,6 +22,7 @@ from naiad import knobs
 from naiad.backends.discovery import Backend, BackendFailure, registry
 from naiad.backends.driver import DriverBase
 from naiad.errors import BackendSelectionError
+from naiad.runtime import numpy_scalars
 
 HOST = "cpu"
 
@@ -39,7 +40,10 @@ def device_type_of(arg: Any) -> str | None:
     Checked without importing torch or numpy: torch tensors by ``.device.type``, CUDA arrays by
     ``__cuda_array_interface__``, DLPack producers by ``__dlpack_device__``, host arrays by
     ``__array_interface__``; a tensor descriptor (``base`` and ``block_shape``) by its base.
+    A numpy scalar is a scalar, though it carries ``__array_interface__``.
     """
+    if numpy_scalars.is_numpy_scalar(arg):
+        return None
     if hasattr(arg, "block_shape") and hasattr(arg, "base"):
         return device_type_of(arg.base)
     device = getattr(arg, "device", None)
@@ -142,8 +146,13 @@ def _require(name: str, how: str) -> Backend:
 
 
 def _active_for(device: str) -> list[Backend]:
+    """The active backends that run on ``device``; a backend whose driver declares other
+    device types is not imported to ask (`Registry.device_types`)."""
     found = []
     for name in sorted(registry.sources()):
+        declared = registry.device_types(name)
+        if declared is not None and device not in declared:
+            continue
         item = registry.get_or_failure(name)
         if isinstance(item, Backend) and device in item.driver.device_types and is_active(item)[0]:
             found.append(item)

@@ -230,13 +230,23 @@ def load(key: str, name: str, backend: Any) -> tuple[Entry, dict[str, bytes]] | 
             raise CorruptEntry(f"{_describe(manager)}.get returned {type(files).__name__}, not a dict")
         return unpack(files, key, name, backend), files
     except CorruptEntry as e:
-        _warn(f"the cached kernel '{name}' ({_where(manager, key)}) is damaged: {e}; it was "
-              f"removed and the kernel is compiled again")
-        remove = getattr(manager, "remove", None)
-        if callable(remove):
-            with contextlib.suppress(Exception):
-                remove(key)
+        _warn(f"the cached kernel '{name}' ({_where(manager, key)}) is damaged: {e}; "
+              f"{_removal(manager, key)}, and the kernel is compiled again")
         return None
+
+
+def _removal(manager: Any, key: str) -> str:
+    """Remove a damaged entry; what happened, said as it is."""
+    remove = getattr(manager, "remove", None)
+    if not callable(remove) or getattr(type(manager), "remove", None) is CacheManager.remove:
+        return f"it stays in the cache ({_describe(manager)} cannot remove entries)"
+    try:
+        remove(key)
+    except Exception as e:
+        fix = "make the cache directory writable, or set NAIAD_CACHE_DIR to one that is" \
+            if isinstance(manager, FileCacheManager) else "remove it from the cache by hand"
+        return f"it could not be removed ({type(e).__name__}: {e}) -- fix: {fix}"
+    return "it was removed"
 
 
 def store(key: str, files: dict[str, bytes]) -> None:
@@ -310,8 +320,12 @@ class FileCacheManager(CacheManager):
         folder = self.path(key)
         try:
             names = os.listdir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        except OSError:
+            if os.path.lexists(folder) and not os.path.isdir(folder):
+                return None        # a file or a broken link in its place: `put` replaces it
+            if not os.path.lexists(folder):
+                return None
+            raise
         files = {}
         for name in names:
             with contextlib.suppress(OSError):       # vanished or unreadable: the manifest says so
@@ -323,6 +337,14 @@ class FileCacheManager(CacheManager):
         folder = self.path(key)
         if os.path.isdir(folder):
             return                                    # another process was first: keep its entry
+        if os.path.lexists(folder):                   # a file or a broken (looping) link
+            try:
+                os.unlink(folder)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise OSError(f"{folder} is a {'link' if os.path.islink(folder) else 'file'}, "
+                              f"not an entry folder, and cannot be removed ({e})") from None
         for name in files:
             if not name or name.startswith(".") or "/" in name or os.sep in name or \
                     (os.altsep and os.altsep in name):
@@ -348,7 +370,7 @@ class FileCacheManager(CacheManager):
         doomed = os.path.join(self.root, f".del-{key[:16]}-{os.getpid()}-{os.urandom(4).hex()}")
         try:
             os.rename(folder, doomed)                 # atomic: readers see the entry or nothing
-        except OSError:
+        except FileNotFoundError:
             return                                    # gone already (another process removed it)
         shutil.rmtree(doomed, ignore_errors=True)
 

@@ -212,6 +212,10 @@ class CodeGenerator(ast.NodeVisitor):
             raise
         except core.StaticAssertionError as e:
             raise self.error(str(e), node, CompileTimeAssertionFailure) from None
+        except RecursionError:
+            raise self.error(f"calls of @jit functions nest {len(self.module.generators)} deep "
+                             f"here, past Python's recursion limit -- fix: let the recursion end "
+                             f"sooner, or write a loop", node) from None
         except Exception as e:
             if knobs.compilation.frontend_debug:
                 raise
@@ -1093,6 +1097,7 @@ class ModuleContext:
         self.functions: dict[tuple, tuple[Any, Any]] = {}
         self.function_count = 0
         self.generators: list[CodeGenerator] = []   # the stack of functions being generated
+        self.generating: set[tuple] = set()          # their keys (a repeated one never ends)
 
     def call_from_builtin(self, fn: Any, args: list) -> Any:
         """Call a ``@jit`` function (a reduction's combine function) from inside a builtin."""
@@ -1130,15 +1135,24 @@ class ModuleContext:
                 runtime.extend(tensors)
         key = (fn.cache_key, tuple(repr(t) for t in arg_types),
                tuple(sorted((k, repr(v)) for k, v in constants.items())))
+        if key in self.generating:
+            raise caller.error(f"'{fn.__name__}' calls itself with the same argument types and "
+                               f"constexpr values, so generating it would never end -- fix: let "
+                               f"the recursion end at compile time (pass a tl.constexpr that "
+                               f"changes with each call and test it, as in `if N > 0: "
+                               f"{fn.__name__}(x, N - 1)`), or write a loop", node)
         if key not in self.functions:
             self.function_count += 1
             name = f"{fn.__name__}__{self.function_count}"
             generator = CodeGenerator(fn, arg_types, constants, {}, self, is_kernel=False, name=name)
+            self.generating.add(key)
             try:
                 with self.semantic.builder.at_module_end():
                     func_op = generator.generate()
             except CompilationError as e:
                 raise caller.callee_error(e, fn, node) from e.__cause__
+            finally:
+                self.generating.discard(key)
             self.functions[key] = (func_op, generator.return_template)
         func_op, returns = self.functions[key]
         results = self.semantic.builder.call(func_op, [v.handle for v in runtime])

@@ -190,6 +190,13 @@ class CompiledKernel:
         return self.asm[self.backend.binary_ext]
 
     @property
+    def written_args(self) -> list[int]:
+        """The positions of the parameters whose arrays the kernel may write through (all of
+        them for a kernel whose metadata does not say)."""
+        written = self.metadata.get("written_args")
+        return list(range(len(self.signature))) if written is None else written
+
+    @property
     def hash(self) -> str:
         """The kernel's cache key: the name of its cache entry and of its dump and override
         folders (``<NAIAD_DUMP_DIR>/<hash>/``)."""
@@ -221,9 +228,12 @@ class CompiledKernel:
         """The driver of the backend that compiled this kernel."""
         from naiad.backends.selection import driver_for
 
-        entry = next(b for name in registry.sources() for b in [registry.get_or_failure(name)]
-                     if getattr(b, "compiler", None) is type(self.backend))
-        return driver_for(entry)
+        named = registry.get_or_failure(self.backend.target.backend) \
+            if self.backend.target.backend in registry.sources() else None
+        if getattr(named, "compiler", None) is not type(self.backend):    # not under its own name
+            named = next(b for name in registry.sources() for b in [registry.get_or_failure(name)]
+                         if getattr(b, "compiler", None) is type(self.backend))
+        return driver_for(named)
 
     def _init_handles(self) -> None:
         """Load the binary on the backend's driver now (Triton code calls this to read
@@ -233,13 +243,16 @@ class CompiledKernel:
     def __getitem__(self, grid: Any) -> Any:
         """``kernel[grid](*args)``: launch this compiled kernel directly, every parameter
         (constexprs included) passed positionally, as with Triton's compiled kernels."""
-        grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+        from naiad.runtime import launch_checks, numpy_scalars
 
         def runner(*args: Any, stream: Any = None) -> None:
             if len(args) != len(self.signature):
                 raise NaiadError(f"{self.name}: a compiled kernel takes all {len(self.signature)} "
                                  f"parameters positionally, constexprs included; {len(args)} given")
-            self.launch(self._driver(), grid, list(args))
+            driver = self._driver()
+            grid3 = launch_checks.grid3(self.name, grid, driver.max_grid, driver.max_programs)
+            launch_checks.check_writes(self.name, [n for n, _ in self.signature], args, self.written_args)
+            self.launch(driver, grid3, numpy_scalars.plain(list(args)))
         return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
@@ -300,7 +313,8 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     module = src.make_ir(opts, backend.get_codegen_implementation(opts), backend.get_module_map())
     times = {"ir": time.perf_counter() - start}
     metadata: dict[str, Any] = {"name": src.name, "target": target.to_json(), "hash": key,
-                                **_json_safe(vars(opts))}
+                                **_json_safe(vars(opts)),
+                                "written_args": _written_parameters(module, src.launch_signature(module))}
     # A kernel's own TTIR is printed after its ttir stage (which runs first); an IR file's text
     # is the output of the stage it was written at.
     asm: dict[str, Any] = {} if isinstance(src, ASTSource) else {src.ext: _stage_text(module)}
@@ -329,6 +343,20 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     # are the same object graph (JSON metadata, tuple signatures).
     _notify(src, entry.metadata, times, False)
     return _compiled(cache.unpack(files, key, name, backend), backend)
+
+
+def _written_parameters(module: Any, signature: list[tuple[str, Any]]) -> list[int]:
+    """The positions of the parameters (constexprs included) whose arrays the kernel may write
+    through (`naiad.passes.written_arguments`); every pointer parameter when the IR cannot
+    say.  Launches refuse read-only arrays there (`naiad.runtime.launch_checks`)."""
+    from naiad.passes.written_arguments import written_arguments
+    from naiad.runtime.slots import runtime_slots
+
+    slots = runtime_slots(signature)
+    written = written_arguments(module)
+    if written is None or any(i >= len(slots) for i in written):
+        written = [i for i, (_, ty, _) in enumerate(slots) if ty.startswith("*")]
+    return sorted({slots[i][2][0] for i in written})
 
 
 def _notify(src: Any, metadata: dict, times: dict, cache_hit: bool) -> None:

@@ -55,7 +55,7 @@ class CompilationError(NaiadError):
         if self.function == self.kernel and not self.call_stack:
             text = f"in kernel '{self.kernel}' at {where}:\n"
         else:
-            callers = ", ".join(f"called from {c}" for c in self.call_stack)
+            callers = ", ".join(_collapsed(self.call_stack))
             text = f"in '{self.function}' at {where} ({callers}):\n"
         if self.source_line is not None:
             text += f"    {self.source_line}\n    {' ' * (self.col or 0)}^\n"
@@ -64,6 +64,21 @@ class CompilationError(NaiadError):
     def __reduce__(self):
         # Exceptions are copied (deepcopy, pickling across processes): keep every field.
         return (_rebuild, (type(self), dict(self.__dict__)))
+
+
+def _collapsed(call_stack: list[str]) -> list[str]:
+    """"called from X" for each call, a run of the same call (recursion) said once, with its
+    depth: "called from 'f' at f.py:3 (31 times, recursively)"."""
+    parts: list[str] = []
+    i = 0
+    while i < len(call_stack):
+        j = i
+        while j < len(call_stack) and call_stack[j] == call_stack[i]:
+            j += 1
+        repeats = f" ({j - i} times, recursively)" if j - i > 1 else ""
+        parts.append(f"called from {call_stack[i]}{repeats}")
+        i = j
+    return parts
 
 
 def _rebuild(cls, fields):

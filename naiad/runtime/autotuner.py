@@ -16,7 +16,6 @@ error lists each config with its own error.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
 import time
@@ -39,8 +38,9 @@ class AutotunerError(NaiadError):
 class Config:
     """One point of a tuning space: meta-parameters and compile options.
 
-    ``kwargs`` go to the launch as they are, as in Triton: those naming kernel parameters set
-    them, the rest reach the backend's options.  Further keywords (``waves_per_eu=2``,
+    ``kwargs`` go to the launch as in Triton: those naming kernel parameters set them, the rest
+    reach the backend's options (those the selected backend does not declare are left out; a
+    direct launch refuses them).  Further keywords (``waves_per_eu=2``,
     ``kpack=2`` in configs written for AMD GPUs) belong to one backend: they are kept apart in
     ``backend_options`` and passed only to a backend whose options declare them, so a config
     list written for one device runs unchanged on another.
@@ -68,10 +68,15 @@ class Config:
             options["maxnreg"] = self.maxnreg
         return {**self.kwargs, **options}
 
-    def launch_kwargs(self, declared: Container[str]) -> dict[str, Any]:
-        """`all_kwargs` plus the backend options named in ``declared`` (the selected backend's)."""
+    def launch_kwargs(self, declared: Container[str], parameters: Container[str]) -> dict[str, Any]:
+        """`all_kwargs` plus the backend options named in ``declared`` (the selected backend's).
+        A meta-parameter that is neither one of the kernel's ``parameters`` nor declared
+        (``matrix_instr_nonkdim`` of a config written for AMD GPUs, run on the CPU) is left out,
+        as backend options are: a launch refuses keywords it cannot place."""
         extra = {k: v for k, v in self.backend_options.items() if k in declared}
-        return {**self.all_kwargs(), **extra}
+        portable = {k: v for k, v in self.all_kwargs().items()
+                    if k in parameters or k in declared or k not in self.kwargs}
+        return {**portable, **extra}
 
     def __str__(self) -> str:
         items = {**self.kwargs, "num_warps": self.num_warps, "num_ctas": self.num_ctas,
@@ -107,10 +112,7 @@ def _declared_options(values: Iterable[Any]) -> frozenset[str]:
     """Names of the options the backend selected for these arguments declares."""
     from naiad.compiler.compiler import make_backend
 
-    options = make_backend(_backend_target(values)).parse_options({})
-    if dataclasses.is_dataclass(options):
-        return frozenset(f.name for f in dataclasses.fields(options))
-    return frozenset(vars(options))
+    return make_backend(_backend_target(values)).option_names()
 
 
 class KernelWrapper:
@@ -209,8 +211,9 @@ class Autotuner(KernelWrapper):
                 for config in self.prune_configs(kwargs, positional)]
 
     def _launch_kwargs(self, config: Config, kwargs: dict[str, Any], arguments: dict[str, Any]) -> dict:
-        declared = _declared_options(arguments.values()) if config.backend_options else ()
-        launch = config.launch_kwargs(declared)
+        foreign = config.backend_options or any(k not in self.arg_names for k in config.kwargs)
+        declared = _declared_options(arguments.values()) if foreign else ()
+        launch = config.launch_kwargs(declared, self.arg_names)
         clash = sorted(set(kwargs) & set(launch))
         if clash:
             raise AutotunerError(f"{self.name}: {', '.join(map(repr, clash))} passed to the launch but "

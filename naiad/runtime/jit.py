@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import hashlib
 import inspect
@@ -21,17 +22,14 @@ import textwrap
 import types
 from typing import Any, Callable, Iterable
 
-from naiad.errors import NaiadError
+from naiad.errors import KernelDefinitionError, LaunchError, NaiadError
+from naiad.runtime import launch_checks, numpy_scalars
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit has them)
 
 _DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
-
-
-class LaunchError(NaiadError, TypeError):
-    """The arguments of a launch do not fit the kernel's parameters."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +121,10 @@ def array_dtype_name(arg: Any) -> str | None:
 
 
 def data_pointer(arg: Any) -> int | None:
-    """The address of an array argument's data, or None when ``arg`` is not an array."""
+    """The address of an array argument's data, or None when ``arg`` is not an array (a numpy
+    scalar is not, though it carries ``__array_interface__``)."""
+    if numpy_scalars.is_numpy_scalar(arg):
+        return None
     data_ptr = getattr(arg, "data_ptr", None)
     if callable(data_ptr):
         return int(data_ptr())
@@ -151,12 +152,24 @@ def _array_type_string(value: Any) -> str:
     if cached is not None:
         return cached
     name = array_dtype_name(value)
+    if getattr(dtype, "isnative", True) is False or _foreign_typestr(name):
+        raise LaunchError(f"the array's data is in non-native byte order (dtype {dtype if dtype is not None else name}); "
+                          f"kernels read the machine's own byte order -- fix: pass "
+                          f"array.astype(array.dtype.newbyteorder('=')) (a converted copy)")
     ty = dtypes.from_torch_dtype_name(name) if name else None
     if ty is None:
         raise LaunchError(f"arrays of dtype {name} cannot be passed to kernels")
     if dtype is not None:
         _ARRAY_TYPES[dtype] = ty
     return ty
+
+
+def _foreign_typestr(typestr: str | None) -> bool:
+    """Whether an array interface's typestr ("<f4", ">i4") names the other byte order."""
+    return bool(typestr) and typestr[0] in "<>" and typestr[0] != _NATIVE_ORDER
+
+
+_NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
 
 
 def specialize(value: Any, *, specialize_value: bool = True, align: bool = True) -> tuple[Any, Any]:
@@ -175,6 +188,14 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         return "constexpr", None
     if isinstance(value, core.constexpr):
         return "constexpr", value.value
+    try:
+        scalar = numpy_scalars.scalar_type(value)
+    except TypeError as e:
+        raise LaunchError(str(e)) from None
+    if scalar is not None:       # before Python's types: np.float64 is a float, and an array too
+        integer = scalar[0] in "iu" and scalar != "u1"
+        key = ("D" if align and int(value) % 16 == 0 else "") if specialize_value and integer else None
+        return scalar, key
     if isinstance(value, bool):
         return "u1", None
     if isinstance(value, int):
@@ -212,6 +233,19 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
                       f"TensorDescriptor)")
 
 
+def _refuse_variadic(fn: "JITFunction", signature: inspect.Signature) -> None:
+    """Kernels take named parameters only: a launch binds each to one value, and the compiled
+    kernel has one argument (or one tuple) per parameter."""
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            stars = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise KernelDefinitionError(
+                f"kernel '{fn.__name__}' at {fn.filename}:{fn.def_line}: parameter "
+                f"'{stars}{p.name}' -- kernels and the functions they call take no *args or "
+                f"**kwargs -- fix: name each parameter (pass several values as one tuple "
+                f"parameter)")
+
+
 class JITFunction:
     """A kernel (or a device function called from one) written in Naiad's language.
 
@@ -223,6 +257,10 @@ class JITFunction:
                  do_not_specialize_on_alignment: Iterable[int | str] | None = None,
                  debug: bool | None = None, noinline: bool | None = None,
                  repr: Callable | None = None, launch_metadata: Callable | None = None):
+        if not inspect.isfunction(inspect.unwrap(fn)):
+            raise KernelDefinitionError(
+                f"naiad.jit decorates a Python function, not {type(fn).__name__} {fn!r} -- fix: "
+                f"write @naiad.jit (or @naiad.jit(...options)) on the line above a def")
         self.fn = fn
         self.module = fn.__module__
         self.version = version
@@ -250,6 +288,7 @@ class JITFunction:
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
         signature = inspect.signature(fn)
         self.signature = signature
+        _refuse_variadic(self, signature)
         no_spec = set(do_not_specialize or ())
         no_align = set(do_not_specialize_on_alignment or ())
         self.params = [
@@ -368,7 +407,8 @@ class JITFunction:
         for p in self.params:
             value = bound[p.name]
             if p.is_constexpr:
-                result.append(("constexpr", value.value if isinstance(value, core.constexpr) else value))
+                value = value.value if isinstance(value, core.constexpr) else value
+                result.append(("constexpr", numpy_scalars.plain_value(value)))
                 continue
             typed = bool(p.annotation) and not p.annotation.startswith("*")
             try:
@@ -435,20 +475,42 @@ class JITFunction:
                     "debug" in options or knobs.runtime.debug))     # a str: its hash is kept
         kernel = self.cache.get(key)
         if kernel is None:
+            self._check_options(options, backend.name, target)
             signature, constexprs, attrs = describe(self, specialization)
             kernel = compile(ASTSource(self, signature, constexprs, attrs), target=target, options=options)
             self.cache[key] = kernel
         if warmup:
             return kernel
-        if callable(grid):
+        called = callable(grid)
+        if called:
             grid = grid(dict(bound, **options))
-        grid = tuple(grid) + (1,) * (3 - len(grid))
-        kernel.launch(driver, grid, list(bound.values()))
+        grid = launch_checks.grid3(self.__name__, grid, driver.max_grid, driver.max_programs, called)
+        args = list(bound.values())
+        launch_checks.check_writes(self.__name__, self.arg_names, args, kernel.written_args)
+        kernel.launch(driver, grid, numpy_scalars.plain(args))
         if fast_key is not None:
             if len(self._fast) >= _FAST_ENTRIES:
                 self._fast.clear()
             self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot)
         return kernel
+
+    def _check_options(self, options: dict[str, Any], backend: str, target: Any) -> None:
+        """Refuse a keyword that is neither a parameter nor an option of the backend (a
+        misspelled constexpr would otherwise run with its default), naming the closest name."""
+        from naiad.compiler.compiler import make_backend
+
+        known = make_backend(target).option_names()
+        unknown = [name for name in options if name not in known]
+        if not unknown:
+            return
+        name = unknown[0]
+        close = difflib.get_close_matches(name, self.arg_names, n=1) or \
+            difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise LaunchError(f"{self.__name__}: unknown keyword argument {name!r}: it is neither a "
+                          f"parameter of the kernel ({', '.join(self.arg_names)}) nor an option "
+                          f"of the {backend} backend -- fix: {hint}pass parameters by their "
+                          f"names; the backend's options are {', '.join(sorted(known))}")
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -494,11 +556,13 @@ class _Prepared:
     kernel is still in the JITFunction's cache, the driver's target is the same and the globals
     the kernel depends on are the same objects."""
 
-    __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses", "direct")
+    __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses", "direct",
+                 "max_grid", "max_programs")
 
     def __init__(self, kernel: Any, driver: Any, target: Any, key: str, snapshot: tuple):
         self.kernel, self.driver, self.target, self.key, self.snapshot = \
             kernel, driver, target, key, snapshot
+        self.max_grid, self.max_programs = driver.max_grid, driver.max_programs
         launcher = kernel.launcher
         #: Whether the launcher takes numpy arrays' addresses (ints) in their place.
         self.addresses = bool(getattr(launcher, "accepts_addresses", False))
@@ -586,11 +650,13 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
     scope: dict[str, Any] = {
         "_naiad_ndarray": _ndarray, "_naiad_address": _numpy_address, "_naiad_token": _token,
         "_naiad_NO_TOKEN": _NO_TOKEN, "_naiad_constexpr_token": _constexpr_token,
-        "_naiad_state": _state, "_naiad_fast": fn._fast, "_naiad_fn": fn, "_naiad_ONES": _ONES,
+        "_naiad_state": _state, "_naiad_fast": fn._fast, "_naiad_fn": fn, "_naiad_name": fn.__name__,
+        "_naiad_grid3": launch_checks.grid3, "_naiad_NumpyScalar": _NumpyScalarToken,
+        "_naiad_plain_value": numpy_scalars.plain_value, "_naiad_plain": numpy_scalars.plain,
         "_naiad_hooked": knobs.runtime.launch_hooked, "_naiad_M": _MISSING,
         "_naiad_misfit": _misfit, "_naiad_NO_KEYWORDS": types.MappingProxyType({}),
         # builtins under names no parameter can shadow (a parameter may be called `type`)
-        "_naiad_type": type, "_naiad_int": int, "_naiad_tuple": tuple, "_naiad_len": len,
+        "_naiad_type": type, "_naiad_tuple": tuple,
         "_naiad_callable": callable, "_naiad_dict": dict, "_naiad_Tensor": _torch_tensor_type(),
         "_naiad_StaleLaunch": StaleLaunch}
     names = [p.name for p in fn.params]
@@ -626,7 +692,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
             continue
         lines += [f"    if _naiad_type({name}) is _naiad_ndarray:",
                   f"        {value} = _naiad_address({name})",
-                  f"        {token} = ({name}.dtype, {value} % 16 == 0)",
+                  f"        {token} = ({name}.dtype, {value} % 16 == 0, {name}.flags.writeable)",
                   f"    elif _naiad_type({name}) is _naiad_Tensor:     # torch: address, device by index",
                   f"        {value} = {name}.data_ptr()",
                   f"        {token} = ({name}.dtype, {name}.get_device() if {name}.is_cuda else "
@@ -639,7 +705,9 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
                   f"        {token} = _naiad_token({name})",
                   f"        if {token} is _naiad_NO_TOKEN:",
                   f"            return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, "
-                  f"False, None)"]
+                  f"False, None)",
+                  f"        if _naiad_type({token}) is _naiad_NumpyScalar:     # launched as its value",
+                  f"            {value} = _naiad_plain_value({name})"]
     tokens = "".join(f"_naiad_t{p.num}, " for p in fn.params)
     values = ", ".join(f"_naiad_v{p.num}" for p in fn.params)
     lines += [
@@ -652,11 +720,11 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "    if prepared is None or not prepared.valid(_naiad_fn):",
         f"        return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
         "    if _naiad_callable(_naiad_grid):",
-        f"        _naiad_grid = _naiad_grid(_naiad_dict({bound}, **_naiad_options))",
-        "    if _naiad_type(_naiad_grid) is not _naiad_tuple:",
-        "        _naiad_grid = _naiad_tuple(_naiad_grid)",
-        "    if _naiad_len(_naiad_grid) != 3:",
-        "        _naiad_grid = _naiad_grid + _naiad_ONES[_naiad_len(_naiad_grid)]",
+        f"        _naiad_grid = _naiad_grid3(_naiad_name, _naiad_grid(_naiad_dict({bound}, "
+        f"**_naiad_options)), prepared.max_grid, prepared.max_programs, True)",
+        "    else:",
+        "        _naiad_grid = _naiad_grid3(_naiad_name, _naiad_grid, prepared.max_grid, "
+        "prepared.max_programs)",
         "    if prepared.direct is not None and not _naiad_hooked():",
         "        try:",
         f"            prepared.direct(_naiad_grid, [{values}])",
@@ -664,7 +732,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         f"            return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
         "    else:",
         f"        prepared.kernel.launch(prepared.driver, _naiad_grid, [{values}] if prepared.addresses "
-        f"else [{objects}])",
+        f"else _naiad_plain([{objects}]))",
         "    return prepared.kernel"]
     params = ", ".join(["_naiad_grid", "_naiad_hooks_done"] + [f"{n}=_naiad_M" for n in names]
                        + ["/", "*_naiad_extra", "**_naiad_options"])
@@ -727,7 +795,6 @@ def _misfit(fn: "JITFunction", values: tuple, extra: tuple, keywords: Any,
                       f"({', '.join(fn.arg_names)})")        # pragma: no cover  (bind raised)
 
 
-_ONES = {0: (1, 1, 1), 1: (1, 1), 2: (1,)}
 _state: Callable[[], tuple] | None = None
 
 
@@ -766,13 +833,19 @@ def _token(value: Any) -> Any:
     array = _ARRAY_KINDS.get(kind)
     if array is not None:
         return array(value)
+    if numpy_scalars.is_numpy_scalar(value):       # before the float and array rules below
+        _ARRAY_KINDS[kind] = _numpy_scalar_token
+        return _numpy_scalar_token(value)
     from naiad.language import core, dtypes
 
     if isinstance(value, core.constexpr):
         return (core.constexpr, type(value.value), value.value)
     if kind is tuple or (isinstance(value, tuple) and hasattr(value, "_fields")):
         tokens = tuple(_token(v) for v in value)
-        return _NO_TOKEN if _NO_TOKEN in tokens else (kind, tokens)
+        if _NO_TOKEN in tokens:
+            return _NO_TOKEN
+        held = any(type(t) is _NumpyScalarToken for t in tokens)
+        return _NumpyScalarToken((kind, tokens)) if held else (kind, tokens)
     if isinstance(value, (dtypes.dtype, JITFunction)):
         return (kind, value)
     if isinstance(value, (int, float)):          # int and float subclasses: by value
@@ -786,8 +859,21 @@ def _token(value: Any) -> Any:
         pointer = data_pointer(value)
         if pointer is None:
             return _NO_TOKEN
-        return (kind, getattr(value, "dtype", None), device_type_of(value), pointer % 16 == 0)
+        return (kind, getattr(value, "dtype", None), device_type_of(value), pointer % 16 == 0,
+                launch_checks.is_read_only(value))
     return _NO_TOKEN                  # tensor descriptors, DLPack-only arrays, unknown objects
+
+
+class _NumpyScalarToken(tuple):
+    """The token of a numpy scalar (or a tuple holding one): its specialization, marked so
+    that the launch entry hands launchers the Python value it holds."""
+
+
+def _numpy_scalar_token(value: Any) -> Any:
+    try:
+        return _NumpyScalarToken(specialize(value))
+    except LaunchError:            # a dtype no kernel takes: the full path says so
+        return _NO_TOKEN
 
 
 def _torch_token(value: Any) -> Any:

@@ -5,6 +5,7 @@ Every offending line below ends with a ``# E:<name>`` marker; `line_of` finds it
 expected line numbers follow the file when it is edited.
 """
 
+import re
 import traceback
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import naiad.language as tl
 from naiad.compiler.errors import (CompilationError, CompileTimeAssertionFailure,
                                    UnsupportedLanguageConstruct)
 from naiad.compiler.frontend import make_ttir, ttir_for
+from naiad.errors import KernelDefinitionError
 from naiad.runtime.jit import LaunchError, jit
 
 _SOURCE = Path(__file__).read_text().splitlines()
@@ -675,6 +677,77 @@ def test_library_errors_point_at_the_users_call_not_the_library():
     assert "standard.py" not in str(e)
     assert "naiad/language" not in str(e)
     assert e.lineno == line_of("reduce_axis")
+
+
+# -- recursion ----------------------------------------------------------------------------------
+
+@jit
+def forever(x):
+    return forever(x)  # E:forever
+
+
+@jit
+def calls_forever(X):
+    tl.store(X, forever(tl.load(X)))  # E:calls_forever
+
+
+def test_recursion_that_cannot_end_is_named_at_the_recursive_call():
+    with pytest.raises(CompilationError) as info:
+        ttir_for(calls_forever, F32)
+    e = info.value
+    assert (e.function, e.lineno) == ("forever", line_of("forever"))
+    assert "'forever' calls itself with the same argument types and constexpr values" in e.message
+    assert "fix: let the recursion end at compile time" in e.message
+    assert str(e).count("called from") == 1
+
+
+@jit
+def countdown(x, N: tl.constexpr):
+    if N > 0:
+        return countdown(x, N - 1) + 1  # E:countdown
+    return x
+
+
+@jit
+def calls_countdown(X, N: tl.constexpr):
+    tl.store(X, countdown(tl.load(X), N))
+
+
+def test_deep_recursion_says_its_depth_once():
+    ttir_for(calls_countdown, F32, N=10)                  # a recursion that ends compiles
+    with pytest.raises(CompilationError) as info:
+        ttir_for(calls_countdown, F32, N=5000)
+    text = str(info.value)
+    assert "past Python's recursion limit" in info.value.message
+    first_line = text.splitlines()[0]
+    assert first_line.count(f"called from 'countdown' at {__file__}:{line_of('countdown')}") == 1
+    depth = int(re.search(r"\((\d+) times, recursively\)", first_line).group(1))
+    assert depth > 10
+
+
+# -- kernels that cannot be kernels ---------------------------------------------------------------
+
+@pytest.mark.parametrize("thing", [3, "kernel", print, type], ids=repr)
+def test_jit_of_something_that_is_not_a_function(thing):
+    with pytest.raises(KernelDefinitionError, match=rf"naiad.jit decorates a Python function, not "
+                                                    rf"{type(thing).__name__} .* -- fix: write "
+                                                    rf"@naiad.jit"):
+        jit(thing)
+
+
+def test_kernels_take_no_star_args_or_star_star_kwargs():
+    def with_args(x, *rest):
+        pass
+
+    def with_kwargs(x, **options):
+        pass
+
+    for fn, stars in ((with_args, "*rest"), (with_kwargs, "**options")):
+        with pytest.raises(KernelDefinitionError,
+                           match=rf"kernel '{fn.__name__}' at {re.escape(__file__)}:\d+: parameter "
+                                 rf"'{re.escape(stars)}' -- kernels and the functions they call take "
+                                 rf"no \*args or \*\*kwargs -- fix: name each parameter"):
+            jit(fn)
 
 
 # -- launch errors ------------------------------------------------------------------------------

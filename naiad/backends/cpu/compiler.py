@@ -40,6 +40,7 @@ class CPUOptions(BackendOptions):
     supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16")
     deprecated_fp8_dot_operand_dtypes: tuple = ()
     launch_cooperative_grid: bool = False
+    launch_pdl: bool = False
     instrumentation_mode: str = ""
     backend_name: str = "cpu"
     arch: str = ""

@@ -22,9 +22,9 @@ from naiad.backends.cpu import runtime
 from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
-from naiad.language.tensor_descriptor import host_parts, is_signature
 from naiad.runtime.array_address import numpy_address
 from naiad.runtime.jit import data_pointer
+from naiad.runtime.slots import runtime_slots
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                               ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
@@ -176,29 +176,6 @@ class CPULauncher:
             exit_hook(launch_metadata)
 
 
-def runtime_slots(signature: Sequence[tuple[str, Any]]) -> list[tuple[str, str, tuple]]:
-    """(name, type string, path) of each argument the kernel receives, in order: constexprs
-    are left out and a tuple parameter gives its elements, flattened depth-first, as in the
-    kernel's own parameter list (``x[1][0]`` has path ``(i, 1, 0)``); a tensor descriptor gives
-    its base, shape and strides (``d.shape[1]`` has path ``(i, "shape", 1)``)."""
-    slots = []
-
-    def visit(name: str, ty: Any, path: tuple) -> None:
-        if isinstance(ty, tuple):
-            for i, element in enumerate(ty):
-                visit(f"{name}[{i}]", element, (*path, i))
-        elif is_signature(ty):
-            for where, part in host_parts(ty):
-                suffix = "".join(f".{w}" if isinstance(w, str) else f"[{w}]" for w in where)
-                slots.append((name + suffix, part, (*path, *where)))
-        elif ty != "constexpr":
-            slots.append((name, ty, path))
-
-    for i, (name, ty) in enumerate(signature):
-        visit(name, ty, (i,))
-    return slots
-
-
 def _pointer(value: Any) -> int:
     """A pointer argument's slot: the array's address, 0 for None."""
     kind = type(value)
@@ -287,6 +264,9 @@ class LoadedObject:
 
 class CPUDriver(DriverBase):
     device_types = ("cpu",)
+    #: ``naiad_grid`` takes each dimension and the range of programs as 32-bit ints.
+    max_grid = (2**31 - 1, 2**31 - 1, 2**31 - 1)
+    max_programs = 2**31 - 1
 
     def __init__(self) -> None:
         runtime.register_symbols()

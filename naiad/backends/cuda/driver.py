@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.driver import DriverBase, StaleLaunch, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
-from naiad.language.tensor_descriptor import host_parts, is_signature
+from naiad.runtime.slots import path_expression, runtime_slots
 from naiad.runtime.tensor_wrapper import TensorWrapper
 
 _WINDOWS = sys.platform == "win32"
@@ -222,6 +222,7 @@ class _ThreadState(threading.local):
 
 class CUDADriver(DriverBase):
     device_types = ("cuda",)
+    max_grid = (2**31 - 1, 65535, 65535)
 
     def __init__(self) -> None:
         cuda, why = _libcuda_status()
@@ -576,25 +577,8 @@ def _slot(ty: Any, kernel: str = "") -> tuple[str, str]:
 
 def kernel_slots(signature: Any) -> list[tuple[str, Any, str]]:
     """(name, type, Python expression reading it from ``args``) of each kernel parameter, in
-    order: constexprs left out, tuples flattened depth-first as the kernel's own parameters, a
-    tensor descriptor as its base, shape and strides (`host_parts`)."""
-    slots: list[tuple[str, Any, str]] = []
-
-    def visit(name: str, ty: Any, expression: str) -> None:
-        if isinstance(ty, tuple):
-            for i, element in enumerate(ty):
-                visit(f"{name}[{i}]", element, f"{expression}[{i}]")
-        elif is_signature(ty):
-            for where, part in host_parts(ty):
-                suffix = "".join(f".{w}" if isinstance(w, str) else f"[{w}]" for w in where)
-                slots.append((name + suffix, part, expression + suffix))
-        elif ty != "constexpr":
-            slots.append((name, ty, expression))
-
-    items = signature.items() if isinstance(signature, dict) else signature
-    for i, (name, ty) in enumerate(items):
-        visit(name, ty, f"args[{i}]")
-    return slots
+    order (`naiad.runtime.slots.runtime_slots`)."""
+    return [(name, ty, path_expression(path)) for name, ty, path in runtime_slots(signature)]
 
 
 #: CUlaunchConfig (cuda.h): grid and block dimensions, shared bytes, stream, no attributes;
