@@ -150,6 +150,11 @@ def test_stage_codec_is_bytes_for_binary_ext_and_text_otherwise():
         assert backend.stage_codec(stage) is TEXT
 
 
+def test_option_names_are_the_fields_of_the_options():
+    assert ToyBackend(GPUTarget("toy", 1, 32)).option_names() == \
+        frozenset(f.name for f in dataclasses.fields(Options))
+
+
 def test_backend_keeps_its_target():
     target = GPUTarget("toy", 1, 32)
     assert ToyBackend(target).target is target
@@ -224,6 +229,7 @@ def test_driver_defaults():
     driver = Complete()
     assert driver.get_active_torch_device() is None
     assert Complete.why_inactive()
+    assert Complete.max_grid == (2**31 - 1, 65535, 65535) and Complete.max_programs is None
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from abc import ABCMeta, abstractmethod
 from typing import Any, Callable, ClassVar
 
 #: The version of this contract.  Raised whenever a method is added, removed or changes meaning.
-BACKEND_API_VERSION = 1
+BACKEND_API_VERSION = 2
 #: The oldest contract version this Naiad still loads.
 OLDEST_BACKEND_API_VERSION = 1
 
