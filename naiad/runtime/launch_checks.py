@@ -58,11 +58,13 @@ def grid3(kernel: str, grid: Any, limits: Sequence[int], max_programs: int | Non
 def is_read_only(array: Any) -> bool:
     """Whether an array argument's memory must not be written: a numpy array that is not
     writeable (``np.frombuffer`` of ``bytes``, a read-only ``mmap``, ``np.broadcast_to``), or an
-    ``__array_interface__`` whose data is marked read-only.  Torch has no read-only tensors."""
+    array interface (host or CUDA) whose data is marked read-only.  Torch has no read-only
+    tensors."""
     writeable = getattr(getattr(array, "flags", None), "writeable", None)
     if isinstance(writeable, bool):
         return not writeable
-    interface = getattr(array, "__array_interface__", None)
+    interface = getattr(array, "__array_interface__", None) or \
+        getattr(array, "__cuda_array_interface__", None)
     if isinstance(interface, dict):
         data = interface.get("data")
         return isinstance(data, tuple) and len(data) > 1 and bool(data[1])

@@ -305,3 +305,18 @@ def test_a_misspelled_keyword_is_refused_with_the_closest_name():
     assert not out.any()
     with_default[(1,)](x, out, 16, SCALE=2.0, num_warps=8, num_stages=2)      # options pass
     np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_read_only_is_read_from_every_array_kind():
+    from naiad.runtime.launch_checks import is_read_only
+
+    class CudaInterface:
+        def __init__(self, read_only):
+            self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "version": 3,
+                                             "data": (4096, read_only)}
+
+    assert is_read_only(_read_only()) and not is_read_only(np.zeros(2))
+    assert is_read_only(InterfaceOnly(_read_only())) and not is_read_only(InterfaceOnly(np.zeros(2)))
+    assert is_read_only(CudaInterface(True)) and not is_read_only(CudaInterface(False))
+    torch = pytest.importorskip("torch")
+    assert not is_read_only(torch.zeros(2))
