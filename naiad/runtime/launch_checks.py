@@ -60,6 +60,8 @@ def is_read_only(array: Any) -> bool:
     writeable (``np.frombuffer`` of ``bytes``, a read-only ``mmap``, ``np.broadcast_to``), or an
     array interface (host or CUDA) whose data is marked read-only.  Torch has no read-only
     tensors."""
+    if callable(getattr(array, "data_ptr", None)):
+        return False         # a torch tensor (its __array_interface__ raises for fp8 dtypes)
     writeable = getattr(getattr(array, "flags", None), "writeable", None)
     if isinstance(writeable, bool):
         return not writeable

@@ -255,7 +255,7 @@ FORM = r"a grid is a tuple of 1 to 3 ints, or a callable"
     (None, rf"the grid is None \(NoneType\) -- {FORM}"),
     ((), rf"the grid is \(\), with 0 dimensions -- {FORM}"),
     ((1, 1, 1, 1), r"the grid is \(1, 1, 1, 1\), with 4 dimensions"),
-], ids=repr)
+], ids=lambda case: case if isinstance(case, str) else repr(case) if not callable(case) else "callable")
 def test_bad_grids_are_refused(grid, message):
     counter = np.zeros(1, np.int32)
     with pytest.raises(LaunchError, match=rf"count_programs: {message}"):
@@ -320,3 +320,4 @@ def test_read_only_is_read_from_every_array_kind():
     assert is_read_only(CudaInterface(True)) and not is_read_only(CudaInterface(False))
     torch = pytest.importorskip("torch")
     assert not is_read_only(torch.zeros(2))
+    assert not is_read_only(torch.zeros(2, dtype=torch.float8_e4m3fn))   # no __array_interface__

@@ -70,4 +70,4 @@ def test_a_misspelled_keyword_is_refused_on_cuda(gpu):
     x = torch.ones(16, device="cuda")
     with pytest.raises(LaunchError, match=r"unknown keyword argument 'BLOK'.*nor an option of the "
                                           r"cuda backend -- fix: did you mean 'BLOCK'\?"):
-        scaled[(1,)](x, x, 16, 1.0, BLOK=16)
+        scaled[(1,)](x, x, 16, 1.0, BLOCK=16, BLOK=16)
