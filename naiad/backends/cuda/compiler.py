@@ -142,6 +142,7 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     next stage assigns layouts again, so an edited TTGIR needs neither)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
 
+    from naiad.backends.cuda.accelerate_matmul import accelerate_matmul
     from naiad.codegen.gpu.conversions import remove_redundant_conversions
     from naiad.ir import tt
 
@@ -151,6 +152,7 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     for func in module.body.ops:
         if not isinstance(func, tt.FuncOp) or not func.body.blocks:
             continue
+        accelerate_matmul(func, options.num_warps, target.arch)
         layouts, conversions = remove_redundant_conversions(func, options.num_warps, 32)
         for op in func.walk():
             if op.results and isinstance(op.results[0].type, TensorType) and op.results[0] in layouts:
@@ -167,9 +169,11 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     import naiad.codegen.gpu  # noqa: F401  (registers the rules)
     from naiad.backends.cuda.hooks import NVPTXHooks
     from naiad.backends.cuda.target import link_libdevice, optimize
+    from naiad.backends.cuda.tensor_cores import RULES
     from naiad.codegen.gpu.kernel import GPUKernel
 
-    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion), options.num_warps)
+    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion), options.num_warps,
+                         rules=RULES)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
     metadata["shared"] = lowering.shared_bytes

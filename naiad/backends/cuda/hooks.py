@@ -141,7 +141,7 @@ class NVPTXHooks(TargetHooks):
             smem = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), "global_smem",
                                      addrspace=self.shared_addrspace)
             smem.linkage = "external"
-            smem.align = 16
+            smem.align = 1024            # tensor-core tiles: the swizzle follows the address bits
         return lt.opaque(b, smem, self.shared_addrspace)
 
     def inline_asm(self, ctx: Any, op: Any, args: list[ir.Value]) -> ir.Value:

@@ -24,11 +24,11 @@ def _llvm() -> Any:
 
 @functools.lru_cache(maxsize=None)
 def target_machine(arch: int) -> Any:
-    from naiad.backends.cuda.toolchain import ptx_features
+    from naiad.backends.cuda.toolchain import ptx_features, ptxas_arch
 
     llvm = _llvm()
     return llvm.Target.from_triple(TRIPLE).create_target_machine(
-        cpu=f"sm_{arch}", features=ptx_features(arch), opt=3)
+        cpu=ptxas_arch(arch), features=ptx_features(arch), opt=3)
 
 
 def link_libdevice(llir: str, kernel: str) -> Any:

@@ -204,8 +204,8 @@ def ptx_features(arch: int) -> str:
 
 
 def ptxas_arch(arch: int) -> str:
-    """ptxas's name for ``arch``: sm_90a for Hopper (its wgmma/TMA/setmaxnreg need the "a"
-    variant), sm_<arch> otherwise."""
+    """The target name of ``arch`` for LLVM and ptxas (the PTX's ``.target``): sm_90a for
+    Hopper (its wgmma/TMA/setmaxnreg need the "a" variant), sm_<arch> otherwise."""
     return "sm_90a" if arch == 90 else f"sm_{arch}"
 
 

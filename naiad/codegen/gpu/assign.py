@@ -24,7 +24,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
-from naiad.codegen import llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu.registry import registrar
@@ -53,7 +53,7 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     ``axis`` is the function's axis information (`axis_info.analyze`, computed when not given):
     a load or store whose pointers run along another dimension than the last gets a layout
     along that dimension (Triton's coalescing), and its users convert."""
-    layouts: dict[SSAValue, L.Layout] = {}
+    layouts: dict[SSAValue, L.Layout] = anchored_layouts(func)
     asking: list[Any] = [None]           # the op whose rule is running
     axis = analyze(func) if axis is None else axis
 
@@ -109,6 +109,45 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     return layouts
 
 
+def anchored_layouts(func: Any) -> dict[SSAValue, L.Layout]:
+    """The layouts that ops fix for their results, before any request: a tensor-core dot's
+    accumulator (its ``ttg.mma`` attribute, written by the backend's TTGIR stage), and what
+    follows from it -- element-wise ops of such a value (the epilogue, attention's scaled
+    scores), and the loop-carried values it becomes (the accumulator across the K loop), so
+    that it keeps its layout from iteration to iteration instead of converting twice in each."""
+    anchors: dict[SSAValue, L.Layout] = {}
+    changed = True
+    while changed:
+        changed = False
+        for op in func.walk():
+            for value, layout in _anchors_of(op, anchors):
+                if value not in anchors:
+                    anchors[value] = layout
+                    changed = True
+    return anchors
+
+
+def _anchors_of(op: Any, anchors: dict[SSAValue, L.Layout]) -> list[tuple[SSAValue, L.Layout]]:
+    """(value, layout) pairs that ``op`` fixes, given the anchors found so far."""
+    text = op.attributes.get("ttg.mma") if isinstance(op, tt.DotOp) else None
+    if text is not None:
+        return [(op.results[0], L.parse_layout(text.data))]
+    if type(op) in elementwise.RULES and len(op.results) == 1 and _tensor(op.results[0]):
+        for operand in op.operands:
+            if operand in anchors and _shape(operand) == _shape(op.results[0]):
+                return [(op.results[0], anchors[operand])]
+        return []
+    if isinstance(op, scf.YieldOp) and isinstance(op.parent_op(), scf.ForOp):
+        loop = op.parent_op()
+        found = []
+        for i, value in enumerate(op.operands):
+            if value in anchors:
+                found += [(v, anchors[value]) for v in (loop.results[i], loop.body.block.args[i + 1],
+                                                       loop.iter_args[i])]
+        return found
+    return []
+
+
 def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue, AxisInfo],
                num_warps: int, warp_size: int) -> L.Layout | None:
     """A layout whose threads run along the dimension the accesses through ``pointers`` are
@@ -116,7 +155,7 @@ def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue
     the accessed value has so far) is a blocked layout running along another; None otherwise."""
     info = axis.get(pointers)
     shape = _shape(pointers)
-    if info is None or len(shape) < 2 or isinstance(current, L.Slice):
+    if info is None or len(shape) < 2 or (current is not None and not isinstance(current, L.Blocked)):
         return None
     order = sorted(range(len(shape)), key=lambda d: (-info.contiguity[d], -d))
     if info.contiguity[order[0]] < 2:

@@ -50,9 +50,13 @@ def shape_of(value: SSAValue) -> tuple[int, ...]:
 class GPUKernel:
     """Lowers the public ``tt.func`` of a TTIR module for ``num_warps`` warps of ``hooks``."""
 
-    def __init__(self, module: Any, hooks: Any, num_warps: int):
+    def __init__(self, module: Any, hooks: Any, num_warps: int,
+                 rules: dict[type, Callable[["GPUKernel", Any], None]] | None = None):
+        """``rules``: the backend's rule table (the shared `RULES` with its own overrides,
+        e.g. its tensor-core ``tt.dot``); the shared table when None."""
         self.module = module
         self.hooks = hooks
+        self.rules = RULES if rules is None else rules
         self.num_warps = num_warps
         self.warp_size = hooks.warp_size
         self.llmod = ir.Module(name="naiad_kernel")
@@ -93,10 +97,10 @@ class GPUKernel:
             self.lower_op(op)
 
     def lower_op(self, op: Any) -> None:
-        fn = RULES.get(type(op))
+        fn = self.rules.get(type(op))
         if fn is None:
             if type(op) in elementwise.RULES:
-                fn = RULES[_ELEMENTWISE]
+                fn = self.rules[_ELEMENTWISE]
             else:
                 raise NotImplementedError(f"{op.name} is not supported by the GPU lowering yet")
         fn(self, op)
@@ -160,6 +164,11 @@ class GPUKernel:
         cached = self._coords.get(key)
         if cached is not None:
             return cached
+        linear = L.linear_of(layout, shape)
+        if linear is not None:
+            result = self._linear_coordinates(linear)
+            self._coords[key] = result
+            return result
         blocked, removed = L.blocked_of(layout)
         full = L.parent_shape(layout, shape)
         bases = self.thread_bases(blocked)
@@ -175,6 +184,33 @@ class GPUKernel:
             result.append(coords)
         self._coords[key] = result
         return result
+
+    def _linear_coordinates(self, linear: L.Linear) -> list[list[ir.Value]]:
+        """`coordinates` of a `Linear` layout: the thread's part is the sum of the lane and
+        warp bases of its set bits, each element adds its register offset."""
+        bases = self.linear_thread_bases(linear)
+        result = []
+        for offset in linear.offsets():
+            coords = []
+            for d, size in enumerate(linear.shape):
+                value = self.b.add(bases[d], ir.Constant(lt.I32, offset[d])) if offset[d] else bases[d]
+                coords.append(self.b.and_(value, ir.Constant(lt.I32, size - 1)))
+            result.append(coords)
+        return result
+
+    def linear_thread_bases(self, linear: L.Linear) -> list[ir.Value]:
+        """This thread's coordinate per dimension under a `Linear` layout (before the
+        register offsets)."""
+        bases: list[ir.Value] = [ir.Constant(lt.I32, 0) for _ in linear.shape]
+        for index, vectors in ((self.lane, linear.lanes), (self.warp, linear.warps)):
+            for bit, vector in enumerate(vectors):
+                if not any(vector):
+                    continue
+                flag = self.b.and_(self.b.lshr(index, ir.Constant(lt.I32, bit)), ir.Constant(lt.I32, 1))
+                for d, step in enumerate(vector):
+                    if step:
+                        bases[d] = self.b.add(bases[d], self.b.mul(flag, ir.Constant(lt.I32, step)))
+        return bases
 
     def thread_bases(self, blocked: L.Blocked) -> list[ir.Value]:
         """This thread's first coordinate per dimension (before repetitions and offsets)."""
@@ -213,14 +249,14 @@ class GPUKernel:
     def need_shared(self, nbytes: int) -> None:
         self.shared_bytes = max(self.shared_bytes, nbytes)
 
-    def shared_regions(self, sizes: Sequence[int]) -> list[int]:
+    def shared_regions(self, sizes: Sequence[int], align: int = 16) -> list[int]:
         """Byte offsets of consecutive shared-memory regions of ``sizes`` bytes, each aligned to
-        16 bytes (a region of 4-byte values after one of 2-byte values must not be misaligned),
-        and reserve them."""
+        ``align`` bytes (16 at least: a region of 4-byte values after one of 2-byte values must
+        not be misaligned; swizzled tensor-core tiles want 1024), and reserve them."""
         offsets, end = [], 0
         for size in sizes:
             offsets.append(end)
-            end += -(-size // 16) * 16
+            end += -(-size // align) * align
         self.need_shared(end)
         return offsets
 
@@ -266,6 +302,15 @@ class GPUKernel:
     def owner(self, layout: L.Layout, shape: Sequence[int]) -> list[ir.Value]:
         """Per element of this thread, whether it is the element's first holder (a layout
         wider than its tensor gives threads the same elements; one of them owns each)."""
+        linear = L.linear_of(layout, shape)
+        if linear is not None:           # the threads whose repeating bits are all zero
+            owns = ir.Constant(lt.I1, 1)
+            for index, vectors in ((self.lane, linear.lanes), (self.warp, linear.warps)):
+                for bit, vector in enumerate(vectors):
+                    if not any(vector):
+                        flag = self.b.and_(index, ir.Constant(lt.I32, 1 << bit))
+                        owns = self.b.and_(owns, self.b.icmp_unsigned("==", flag, ir.Constant(lt.I32, 0)))
+            return [owns] * len(linear.offsets())
         blocked, removed = L.blocked_of(layout)
         full = L.parent_shape(layout, shape)
         bases = self.thread_bases(blocked)
@@ -402,11 +447,7 @@ class SharedPadding:
 def _contiguous(layout: L.Layout, shape: Sequence[int]) -> int:
     """Consecutive elements along the last dimension of ``shape`` one thread holds (what a
     vector access of shared memory can take at once)."""
-    blocked, removed = L.blocked_of(layout)
-    kept = [d for d in range(blocked.rank) if d not in removed]
-    if not kept or blocked.order[0] != kept[-1]:
-        return 1
-    return max(1, min(blocked.size_per_thread[kept[-1]], shape[-1]))
+    return L.run_length(layout, shape, len(shape) - 1) if shape else 1
 
 
 def numel(shape: Sequence[int]) -> int:

@@ -21,8 +21,9 @@ the same order, so element-wise ops pair values by position.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,96 @@ class Slice:
         return f"#ttg.slice<{{dim = {self.dim}, parent = {self.parent}}}>"
 
 
-Layout = Blocked | Slice
+@dataclasses.dataclass(frozen=True)
+class Linear:
+    """A distributed layout for one tensor shape, given by where each bit of an element's
+    register index, of the lane and of the warp moves it (Triton's linear layouts): an element
+    sits at the sum of the ``registers`` bases of its register index's set bits, plus the
+    ``lanes`` and ``warps`` bases of its thread's.  Each base is a power of two along one
+    dimension (or zero: threads or registers that repeat elements), and no two bases of one
+    dimension share a bit, so the sum equals Triton's XOR.  A backend's own layouts (tensor-core
+    accumulators and operands) give one with ``linear(shape)``; the shared lowering handles them
+    all through it.  A thread's elements are its register indices, in order."""
+
+    shape: tuple[int, ...]
+    registers: tuple[tuple[int, ...], ...]
+    lanes: tuple[tuple[int, ...], ...]
+    warps: tuple[tuple[int, ...], ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def offsets(self) -> list[tuple[int, ...]]:
+        """The compile-time part of each element's coordinate, by register index."""
+        result = [tuple(0 for _ in self.shape)]
+        for base in self.registers:
+            result += [tuple(o + b for o, b in zip(offset, base)) for offset in result]
+        return result
+
+
+
+def linear_bases(shape: Sequence[int], bases: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """``bases`` for a tensor of ``shape``: components at or past a dimension's size wrap to
+    nothing (the elements repeat, as layouts larger than their tensor do)."""
+    return tuple(tuple(b if b < size else 0 for b, size in zip(base, shape)) for base in bases)
+
+
+def make_linear(shape: Sequence[int], registers: Sequence[tuple[int, ...]],
+                lanes: Sequence[tuple[int, ...]], warps: Sequence[tuple[int, ...]]) -> Linear:
+    """A `Linear` layout of ``shape`` from bases that may be larger than it (they wrap); a
+    register base that wraps to zero is dropped (a register holds each element once)."""
+    shape = tuple(shape)
+    kept = [b for b in linear_bases(shape, registers) if any(b)]
+    return Linear(shape, tuple(kept), linear_bases(shape, lanes), linear_bases(shape, warps))
+
+
+def linear_of(layout: "Layout", shape: Sequence[int]) -> Linear | None:
+    """The `Linear` form of a layout that has one (a backend's own layouts and slices of
+    them); None for `Blocked` layouts and their slices, which the lowering handles directly."""
+    if isinstance(layout, Blocked):
+        return None
+    return _linear_of(layout, tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _linear_of(layout: "Layout", shape: tuple[int, ...]) -> Linear | None:
+    if isinstance(layout, Linear):
+        return layout
+    if isinstance(layout, Slice):
+        full = list(shape)
+        full.insert(layout.dim, 1)
+        parent = linear_of(layout.parent, full)
+        if parent is None:
+            return None
+
+        def drop(bases: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+            return [base[:layout.dim] + base[layout.dim + 1:] for base in bases]
+
+        return make_linear(shape, drop(parent.registers), drop(parent.lanes), drop(parent.warps))
+    make = getattr(layout, "linear", None)
+    return make(tuple(shape)) if make is not None else None
+
+
+Layout = Any
+"""`Blocked`, `Slice`, `Linear`, or a backend's layout object that has ``linear(shape)``."""
+
+#: TTGIR text prefix ("#ttg.nvidia_mma") -> the function that reads such a layout back: the
+#: backends that define layouts register theirs (`register_layout`).
+PARSERS: dict[str, Any] = {}
+
+
+def register_layout(prefix: str, parse: Any) -> None:
+    """Let `parse_layout` read layouts whose text starts with ``prefix``."""
+    PARSERS[prefix] = parse
+
+
+def parse_layout(text: str) -> Layout:
+    """A layout from its TTGIR text (as a backend's TTGIR stage writes it on an op)."""
+    for prefix, parse in PARSERS.items():
+        if text.startswith(prefix):
+            return parse(text)
+    raise ValueError(f"no layout parser for {text!r} (known: {', '.join(PARSERS) or 'none'})")
 
 
 def default_blocked(shape: Sequence[int], num_warps: int, warp_size: int = 32,
@@ -96,7 +186,8 @@ def _pow2_floor(n: int) -> int:
 
 
 def blocked_of(layout: Layout) -> tuple[Blocked, tuple[int, ...]]:
-    """The blocked layout under ``layout`` and the parent dimensions that were sliced away."""
+    """The blocked layout under ``layout`` and the parent dimensions that were sliced away
+    (for layouts blocked at the root: see `linear_of` for the others)."""
     removed: list[int] = []
     while isinstance(layout, Slice):
         # dims of the child map to parent dims skipping `dim`; record in parent numbering
@@ -106,7 +197,10 @@ def blocked_of(layout: Layout) -> tuple[Blocked, tuple[int, ...]]:
 
 
 def parent_shape(layout: Layout, shape: Sequence[int]) -> tuple[int, ...]:
-    """``shape`` in the dimensions of the blocked layout under ``layout`` (size 1 where sliced)."""
+    """``shape`` in the dimensions of the blocked layout under ``layout`` (size 1 where sliced);
+    ``shape`` itself for layouts with a `Linear` form."""
+    if linear_of(layout, shape) is not None:
+        return tuple(shape)
     blocked, removed = blocked_of(layout)
     full, it = [], iter(shape)
     for d in range(blocked.rank):
@@ -123,7 +217,11 @@ def per_thread(blocked: Blocked, full_shape: Sequence[int], d: int) -> tuple[int
 
 
 def elements(layout: Layout, shape: Sequence[int]) -> list[tuple[tuple[int, int], ...]]:
-    """A thread's elements, in order: per dimension of the blocked parent, (rep, offset)."""
+    """A thread's elements, in order: per dimension of the blocked parent, (rep, offset); for a
+    layout with a `Linear` form, per dimension (0, offset) of each register."""
+    linear = linear_of(layout, shape)
+    if linear is not None:
+        return [tuple((0, o) for o in offset) for offset in linear.offsets()]
     blocked, removed = blocked_of(layout)
     full = parent_shape(layout, shape)
     ranges = []
@@ -137,12 +235,34 @@ def elements(layout: Layout, shape: Sequence[int]) -> list[tuple[tuple[int, int]
     return [tuple(item for _, item in sorted(element)) for element in result]
 
 
+def run_length(layout: Layout, shape: Sequence[int], dim: int) -> int:
+    """How many consecutive elements along ``dim`` one thread holds in consecutive places of
+    its element list: what one vector access may move."""
+    if not shape:
+        return 1
+    linear = linear_of(layout, shape)
+    if linear is not None:
+        run = 1
+        for base in linear.registers:
+            if base[dim] != run or any(b for d, b in enumerate(base) if d != dim):
+                break
+            run *= 2
+        return min(run, shape[dim])
+    blocked, removed = blocked_of(layout)
+    full_dim = [d for d in range(blocked.rank) if d not in removed][dim]
+    if blocked.order[0] != full_dim:
+        return 1
+    return max(1, min(blocked.size_per_thread[full_dim], shape[dim]))
+
+
 def element_count(layout: Layout, shape: Sequence[int]) -> int:
     return len(elements(layout, shape))
 
 
 def constant_offsets(layout: Layout, shape: Sequence[int], element: tuple) -> tuple[int, ...]:
     """The compile-time part of an element's coordinate per parent dimension: rep*tile + offset."""
+    if linear_of(layout, shape) is not None:
+        return tuple(e for _, e in element)
     blocked, _ = blocked_of(layout)
     return tuple(rep * blocked.tile(d) + e for d, (rep, e) in enumerate(element))
 

@@ -14,7 +14,8 @@ from naiad.ir import tt
 
 
 @rule(tt.DotOp)
-def _dot(k: GPUKernel, op: Any) -> None:
+def fma_dot(k: GPUKernel, op: Any) -> None:
+    """The shared rule: every dot, on FMA (a backend's tensor-core rule falls back to it)."""
     result = op.results[0]
     a_shape, b_shape = shape_of(op.a), shape_of(op.b)
     batched = len(a_shape) == 3

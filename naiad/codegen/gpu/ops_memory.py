@@ -40,12 +40,16 @@ _STORE_CACHE = {"wb", "cg", "cs", "wt"}
 
 def _vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: int) -> int:
     """How many consecutive elements of a thread one access may move (a power of two)."""
-    blocked, removed = L.blocked_of(layout)
-    if removed or not shape:
+    if not shape:
         return 1
-    d = blocked.order[0]
-    full = L.parent_shape(layout, shape)
-    _, per = L.per_thread(blocked, full, d)
+    if L.linear_of(layout, shape) is not None:
+        d, per = len(shape) - 1, L.run_length(layout, shape, len(shape) - 1)
+    else:
+        blocked, removed = L.blocked_of(layout)
+        if removed:
+            return 1
+        d = blocked.order[0]
+        _, per = L.per_thread(blocked, L.parent_shape(layout, shape), d)
     ptr = k.info(op.ptr)
     width = min(per, ptr.contiguity[d], max(1, ptr.divisibility[d] // nbytes), max(1, 16 // nbytes))
     if op.mask is not None:

@@ -70,8 +70,12 @@ def _reduce(k: GPUKernel, op: Any) -> None:
     parent = wanted.parent if isinstance(wanted, L.Slice) and wanted.dim == axis else k.layout_of(operands[0])
     inputs = [k.tensor(v, parent) for v in operands]
     shape = inputs[0].shape
-    blocked, removed = L.blocked_of(parent)
-    full_axis = [d for d in range(blocked.rank) if d not in removed][axis]
+    linear = L.linear_of(parent, shape)
+    if linear is None:
+        blocked, removed = L.blocked_of(parent)
+        full_axis = [d for d in range(blocked.rank) if d not in removed][axis]
+    else:
+        full_axis = axis
     # 1. within the thread
     partial: dict[tuple, list[ir.Value]] = {}
     for i, element in enumerate(L.elements(parent, shape)):
@@ -79,25 +83,20 @@ def _reduce(k: GPUKernel, op: Any) -> None:
         vals = [inp.values[i] for inp in inputs]
         partial[key] = vals if key not in partial else combine(k, op.combineOp, partial[key], vals)
     keys = list(partial)
-    full = L.parent_shape(parent, shape)
-    lanes, warps = L.distinct_threads(blocked, full, full_axis)
-    # 2. across the lanes of a warp
-    stride = 1
-    for d in blocked.order:
-        if d == full_axis:
-            break
-        stride *= blocked.threads_per_warp[d]
-    step = 1
-    while step < lanes:
+    # 2. across the lanes of a warp (butterflies over the lane bits that move along the axis)
+    if linear is None:
+        lane_steps, warps, warp_axis = _blocked_steps(k, blocked, L.parent_shape(parent, shape), full_axis)
+    else:
+        lane_steps, warps, warp_axis = _linear_steps(k, linear, axis)
+    for offset in lane_steps:
         for key in keys:
-            other = [_shuffle(k, v, stride * step) for v in partial[key]]
+            other = [_shuffle(k, v, offset) for v in partial[key]]
             partial[key] = combine(k, op.combineOp, partial[key], other)
-        step *= 2
     # 3. across warps, through shared memory
     result_layout = L.Slice(axis, parent)
     result_shape = tuple(s for d, s in enumerate(shape) if d != axis)
     if warps > 1:
-        partial = _across_warps(k, op, partial, keys, blocked, full_axis, warps, result_layout,
+        partial = _across_warps(k, op, partial, keys, warp_axis, warps, result_layout,
                                 result_shape, [r.type for r in results])
     final = [[partial[key][j] for key in keys] for j in range(len(results))]
     for j, result in enumerate(results):
@@ -111,16 +110,41 @@ def _reduce(k: GPUKernel, op: Any) -> None:
         k.env[result] = dist if layout == result_layout else k.convert(dist, layout, result.type)
 
 
-def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, blocked: L.Blocked,
-                  full_axis: int, warps: int, layout: L.Layout, shape: tuple,
-                  types: list) -> dict:
+def _blocked_steps(k: GPUKernel, blocked: L.Blocked, full: tuple, axis: int) -> tuple:
+    """(lane shuffle offsets, distinct warps, this warp's position) along ``axis`` of a
+    blocked layout."""
+    lanes, warps = L.distinct_threads(blocked, full, axis)
+    stride = 1
+    for d in blocked.order:
+        if d == axis:
+            break
+        stride *= blocked.threads_per_warp[d]
+    steps = [stride << i for i in range(max(0, lanes.bit_length() - 1))]
+    warp_ids = k._split(k.warp, [blocked.warps_per_cta[d] for d in blocked.order])
+    # warps past the distinct ones repeat their elements: they write the same slots
+    position = k.b.and_(warp_ids[blocked.order.index(axis)], ir.Constant(lt.I32, warps - 1))
+    return steps, warps, position
+
+
+def _linear_steps(k: GPUKernel, linear: L.Linear, axis: int) -> tuple:
+    """The same for a `Linear` layout: the lane and warp bits whose bases move along ``axis``."""
+    steps = [1 << bit for bit, base in enumerate(linear.lanes) if base[axis]]
+    bits = [bit for bit, base in enumerate(linear.warps) if base[axis]]
+    position = ir.Constant(lt.I32, 0)
+    for i, bit in enumerate(bits):
+        flag = k.b.and_(k.b.lshr(k.warp, ir.Constant(lt.I32, bit)), ir.Constant(lt.I32, 1))
+        position = k.b.or_(position, k.b.shl(flag, ir.Constant(lt.I32, i)))
+    return steps, 1 << len(bits), position
+
+
+def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, warp_axis: ir.Value,
+                  warps: int, layout: L.Layout, shape: tuple, types: list) -> dict:
+    """Combine the partial results of the ``warps`` warps along the reduced axis (this warp's
+    position among them: ``warp_axis``) through shared memory."""
     count = numel(shape)
     storages = [_element(t) for t in types]
     sizes = [count * warps * lt.byte_size(s) for s in storages]
     offsets = k.shared_regions(sizes)
-    warp_ids = k._split(k.warp, [blocked.warps_per_cta[d] for d in blocked.order])
-    # warps past the distinct ones repeat their elements: they write the same slots
-    warp_axis = k.b.and_(warp_ids[blocked.order.index(full_axis)], ir.Constant(lt.I32, warps - 1))
     coords = k.coordinates(layout, shape) if shape else [[]] * len(keys)
     k.hooks.barrier(k.b)
     for key, c in zip(keys, coords):

@@ -1,0 +1,275 @@
+"""tl.dot on tensor cores (issue 15): wgmma on sm_90, mma.sync on sm_80 on.
+
+On the CI machine (no GPU) every configuration compiles to PTX and the code is checked (the
+instruction, its shape, the fences); on the GPU each runs against torch over dtypes, shapes,
+transposed operands and accumulators, including the tutorial matmul at sizes that are not
+multiples of its blocks and an attention kernel whose second dot takes its A operand from the
+first dot's accumulator registers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.compiler import GPUTarget
+from naiad.compiler.compiler import ASTSource
+
+from .conftest import needs_ptxas
+
+pytestmark = pytest.mark.shipped_backends
+
+
+@naiad.jit
+def dot_tile(a_ptr, b_ptr, c_ptr, out_ptr, stride_am, stride_ak, stride_bk, stride_bn,
+             M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, HAS_ACC: tl.constexpr,
+             PRECISION: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak)
+    b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn)
+    if HAS_ACC:
+        acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+        r = tl.dot(a, b, acc, input_precision=PRECISION)
+    else:
+        r = tl.dot(a, b, input_precision=PRECISION, out_dtype=out_ptr.dtype.element_ty)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], r)
+
+
+@naiad.jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+           stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+           BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_pid_n
+    first = (pid // group) * GROUP_M
+    size_m = min(num_pid_m - first, GROUP_M)
+    pid_m = first + ((pid % group) % size_m)
+    pid_n = (pid % group) // size_m
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c_ptr + stride_cm * cm[:, None] + stride_cn * cn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+@naiad.jit
+def attention(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        k = tl.load(K + base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
+        qk = tl.dot(q, k)
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        l_i = l_i * alpha + l_ij
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(tl.float16))
+
+
+# -- which instruction each dot gets (CI: PTX only) -------------------------------------------------
+
+_TYPES = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int8": "*i8", "e4m3": "*fp8e4nv",
+          "e5m2": "*fp8e5"}
+_OUT = {"fp16": "*fp32", "bf16": "*fp32", "fp32": "*fp32", "int8": "*i32", "e4m3": "*fp32",
+        "e5m2": "*fp32"}
+
+
+def _compile_tile(dtype, m, n, k, warps, *, precision="tf32", arch=90, has_acc=False):
+    signature = {"a_ptr": _TYPES[dtype], "b_ptr": _TYPES[dtype], "c_ptr": _OUT[dtype],
+                 "out_ptr": _OUT[dtype], "stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32",
+                 "stride_bn": "i32", "M": "constexpr", "N": "constexpr", "K": "constexpr",
+                 "HAS_ACC": "constexpr", "PRECISION": "constexpr"}
+    constexprs = {"M": m, "N": n, "K": k, "HAS_ACC": has_acc, "PRECISION": precision}
+    source = ASTSource(dot_tile, signature, constexprs, {})
+    return naiad.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+
+
+WGMMA_CASES = [
+    ("fp16", 64, 64, 16, 4, "m64n64k16.f32.f16.f16"),
+    ("fp16", 128, 128, 32, 4, "m64n128k16.f32.f16.f16"),
+    ("fp16", 128, 256, 64, 8, "m64n256k16.f32.f16.f16"),
+    ("fp16", 64, 128, 32, 8, "m64n64k16.f32.f16.f16"),       # two warpgroups along N
+    ("bf16", 128, 128, 64, 4, "m64n128k16.f32.bf16.bf16"),
+    ("fp32", 64, 64, 32, 4, "m64n64k8.f32.tf32.tf32"),
+    ("int8", 64, 64, 64, 4, "m64n64k32.s32.s8.s8"),
+    ("e4m3", 64, 128, 64, 4, "m64n128k32.f32.e4m3.e4m3"),
+    ("e5m2", 64, 64, 32, 4, "m64n64k32.f32.e5m2.e5m2"),
+]
+
+
+@pytest.mark.parametrize("dtype, m, n, k, warps, instruction", WGMMA_CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-w{c[4]}" for c in WGMMA_CASES])
+def test_dots_compile_to_wgmma(dtype, m, n, k, warps, instruction):
+    ptx = _compile_tile(dtype, m, n, k, warps).asm["ptx"]
+    assert ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.{instruction}" in ptx
+    for needed in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                   "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"):
+        assert needed in ptx, needed
+    assert "mma.sync" not in ptx
+
+
+MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90), ("bf16", 32, 32, 16, 4, 90), ("fp16", 128, 128, 32, 4, 80),
+                  ("fp16", 64, 64, 64, 2, 90)]
+
+
+@pytest.mark.parametrize("dtype, m, n, k, warps, arch", MMA_SYNC_CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-w{c[4]}-sm{c[5]}" for c in MMA_SYNC_CASES])
+def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch):
+    ptx = _compile_tile(dtype, m, n, k, warps, arch=arch).asm["ptx"]
+    kind = "f16" if dtype == "fp16" else "bf16"
+    count = ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32")
+    assert count == (m // 16) * (n // 8) * (k // 16) // warps      # a warp's share
+    assert "wgmma" not in ptx
+
+
+@pytest.mark.parametrize("dtype, precision, m, warps", [("fp32", "ieee", 64, 4), ("fp16", "tf32", 16, 8),
+                                                        ("fp16", "tf32", 8, 4)])
+def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, warps):
+    ptx = _compile_tile(dtype, m, 16, 16, warps, precision=precision).asm["ptx"]
+    assert "mma" not in ptx.replace("fma", "")
+
+
+def test_the_mma_layout_is_in_the_ttgir():
+    ttgir = _compile_tile("fp16", 128, 128, 32, 4).asm["ttgir"]
+    assert 'ttg.mma = "#ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [4, 1], ' \
+           'instrShape = [16, 128, 16]}>"' in ttgir
+
+
+@needs_ptxas
+def test_wgmma_cubin_assembles():
+    kernel = _compile_tile("fp16", 128, 128, 32, 4)
+    assert kernel.asm["cubin"].startswith(b"\x7fELF")
+
+
+# -- on the GPU: against torch ---------------------------------------------------------------------
+
+def _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b):
+    gen = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
+    if dtype == "int8":
+        make = lambda *s: torch.randint(-8, 8, s, device="cuda", generator=gen, dtype=torch.int8)  # noqa: E731
+    else:
+        tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
+                  "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+        make = lambda *s: (torch.randn(s, device="cuda", generator=gen) * 0.5).to(tdtype)  # noqa: E731
+    a = make(k, m).T if transpose_a else make(m, k)
+    b = make(n, k).T if transpose_b else make(k, n)
+    return a, b
+
+
+def _reference(torch, a, b):
+    if a.dtype == torch.int8:
+        return (a.to(torch.int64) @ b.to(torch.int64)).to(torch.int32)
+    return a.to(torch.float64) @ b.to(torch.float64)
+
+
+GPU_CASES = [(d, m, n, k, w, ta, tb)
+             for d, m, n, k, w, _ in WGMMA_CASES for ta, tb in ((False, False), (False, True), (True, False))
+             if not (ta and d not in ("fp16", "bf16"))]
+GPU_CASES += [(d, m, n, k, w, False, tb) for d, m, n, k, w, arch in MMA_SYNC_CASES if arch == 90
+              for tb in (False, True)]
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype, m, n, k, warps, transpose_a, transpose_b", GPU_CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-w{c[4]}{'-At' if c[5] else ''}{'-Bt' if c[6] else ''}"
+                              for c in GPU_CASES])
+def test_dot_against_torch(gpu, dtype, m, n, k, warps, transpose_a, transpose_b):
+    torch = gpu
+    a, b = _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b)
+    out_dtype = torch.int32 if dtype == "int8" else torch.float32
+    out = torch.full((m, n), -7, device="cuda", dtype=out_dtype)
+    acc = torch.zeros((m, n), device="cuda", dtype=out_dtype)
+    dot_tile[(1,)](a, b, acc, out, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M=m, N=n, K=k,
+                   HAS_ACC=False, PRECISION="tf32", num_warps=warps)
+    expected = _reference(torch, a, b)
+    if dtype == "int8":
+        assert torch.equal(out, expected)
+        return
+    error = (out.double() - expected).norm() / expected.norm()
+    assert error < (2e-3 if dtype in ("fp32", "fp16", "bf16") else 1e-6), error.item()
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype, m, n, k, warps", [("fp16", 128, 128, 32, 4), ("bf16", 64, 64, 16, 4),
+                                                   ("fp16", 16, 64, 32, 4)])
+def test_dot_with_an_accumulator(gpu, dtype, m, n, k, warps):
+    torch = gpu
+    a, b = _torch_inputs(torch, dtype, m, n, k, False, False)
+    acc = torch.randn((m, n), device="cuda")
+    out = torch.empty((m, n), device="cuda")
+    dot_tile[(1,)](a, b, acc, out, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M=m, N=n, K=k,
+                   HAS_ACC=True, PRECISION="tf32", num_warps=warps)
+    expected = _reference(torch, a, b) + acc.double()
+    assert ((out.double() - expected).norm() / expected.norm()) < 2e-3
+
+
+MATMUL_CASES = [(300, 200, 130, 64, 64, 32, 4), (512, 512, 512, 128, 128, 32, 4),
+                (256, 512, 192, 128, 256, 64, 8), (100, 72, 48, 64, 64, 16, 4), (16, 512, 256, 16, 64, 32, 4)]
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("m, n, k, bm, bn, bk, warps", MATMUL_CASES)
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_tutorial_matmul_against_torch(gpu, dtype, m, n, k, bm, bn, bk, warps):
+    torch = gpu
+    a, b = _torch_inputs(torch, dtype, m, n, k, False, False)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=a.dtype)
+    grid = (math.ceil(m / bm) * math.ceil(n / bn),)
+    matmul[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                 c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps)
+    expected = _reference(torch, a, b)
+    assert not torch.isnan(c).any()
+    assert ((c.double() - expected).norm() / expected.norm()) < 5e-3
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("head_dim, causal, block_m, block_n, warps", [(64, False, 128, 64, 4),
+                                                                       (64, True, 128, 64, 4),
+                                                                       (128, False, 128, 64, 8)])
+def test_attention_against_torch(gpu, head_dim, causal, block_m, block_n, warps):
+    torch = gpu
+    z_h, n_ctx = 3, 512
+    gen = torch.Generator(device="cuda").manual_seed(head_dim + causal)
+    q, k, v = (torch.randn((1, z_h, n_ctx, head_dim), device="cuda", generator=gen, dtype=torch.float16)
+               for _ in range(3))
+    out = torch.empty_like(q)
+    attention[(n_ctx // block_m, z_h)](q, k, v, out, 1 / math.sqrt(head_dim), n_ctx, HEAD_DIM=head_dim,
+                                       BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, num_warps=warps)
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                                is_causal=causal)
+    assert (out.float() - expected).abs().max() < 2e-2
