@@ -10,6 +10,7 @@ first dot's accumulator registers.
 from __future__ import annotations
 
 import math
+import subprocess
 
 import pytest
 
@@ -176,6 +177,47 @@ def test_wgmma_cubin_assembles():
     assert kernel.asm["cubin"].startswith(b"\x7fELF")
 
 
+def _compile_matmul(bm, bn, bk, warps, stages=3, dtype="*fp16"):
+    signature = {"a_ptr": dtype, "b_ptr": dtype, "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+                 "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32",
+                 "stride_bn": "constexpr", "stride_cm": "i32", "stride_cn": "constexpr",
+                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr",
+                 "GROUP_M": "constexpr"}
+    constexprs = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": bm, "BLOCK_N": bn,
+                  "BLOCK_K": bk, "GROUP_M": 8}
+    attrs = {n: [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K",
+                                                    "stride_am", "stride_bk", "stride_cm")}
+    source = ASTSource(matmul, signature, constexprs, attrs)
+    return naiad.compile(source, target=GPUTarget("cuda", 90, 32),
+                         options={"num_warps": warps, "num_stages": stages})
+
+
+@pytest.mark.parametrize("bm, bn, bk, warps, stages, shared", [
+    (128, 128, 32, 4, 3, 49152), (128, 256, 64, 8, 3, 147456), (64, 128, 128, 4, 3, 147456),
+    (128, 128, 64, 4, 4, 131072)])
+def test_the_matmul_loop_is_pipelined(bm, bn, bk, warps, stages, shared):
+    kernel = _compile_matmul(bm, bn, bk, warps, stages)
+    ttgir, ptx = kernel.asm["ttgir"], kernel.asm["ptx"]
+    assert ttgir.count("ttg.async_load") == 2 * stages      # A and B: the prologue's and the loop's
+    assert f"ttg.pipeline_wait = {2 * (stages - 2)} : i32" in ttgir
+    assert f"cp.async.wait_group {2 * (stages - 2)};" in ptx and "cp.async.cg.shared.global" in ptx
+    assert kernel.metadata["shared"] == shared               # the rings, reused after the loop
+
+
+@needs_ptxas
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 128, 32, 4), (128, 256, 64, 8), (64, 128, 128, 4),
+                                                (128, 128, 64, 4), (16, 128, 128, 4)])
+def test_benchmark_configurations_do_not_spill(bm, bn, bk, warps):
+    from naiad.backends.cuda.toolchain import find_ptxas, ptxas_arch
+
+    ptx = _compile_matmul(bm, bn, bk, warps).asm["ptx"]
+    report = subprocess.run([find_ptxas(), f"-arch={ptxas_arch(90)}", "-v", "-o", "/dev/null", "-"],
+                            input=ptx, capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in report.stderr, report.stderr
+    assert "0 bytes stack frame" in report.stderr
+
+
 # -- on the GPU: against torch ---------------------------------------------------------------------
 
 def _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b):
@@ -192,8 +234,8 @@ def _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b):
 
 
 def _reference(torch, a, b):
-    if a.dtype == torch.int8:
-        return (a.to(torch.int64) @ b.to(torch.int64)).to(torch.int32)
+    if a.dtype == torch.int8:           # (no integer matmul on CUDA in torch)
+        return (a.cpu().to(torch.int64) @ b.cpu().to(torch.int64)).to(torch.int32).cuda()
     return a.to(torch.float64) @ b.to(torch.float64)
 
 
@@ -221,7 +263,8 @@ def test_dot_against_torch(gpu, dtype, m, n, k, warps, transpose_a, transpose_b)
         assert torch.equal(out, expected)
         return
     error = (out.double() - expected).norm() / expected.norm()
-    assert error < (2e-3 if dtype in ("fp32", "fp16", "bf16") else 1e-6), error.item()
+    # fp8 products are exact in fp32, but Hopper's fp8 wgmma adds them with fewer mantissa bits
+    assert error < (2e-3 if dtype in ("fp32", "fp16", "bf16") else 2e-4), error.item()
 
 
 @pytest.mark.usefixtures("gpu")

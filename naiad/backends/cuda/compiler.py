@@ -143,6 +143,8 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
 
     from naiad.backends.cuda.accelerate_matmul import accelerate_matmul
+    from naiad.backends.cuda.pipeline import pipeline
+    from naiad.passes import run_passes
     from naiad.codegen.gpu.conversions import remove_redundant_conversions
     from naiad.ir import tt
 
@@ -153,6 +155,8 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
         if not isinstance(func, tt.FuncOp) or not func.body.blocks:
             continue
         accelerate_matmul(func, options.num_warps, target.arch)
+        if pipeline(func, options.num_stages):
+            run_passes(module, ("cse", "dce"))
         layouts, conversions = remove_redundant_conversions(func, options.num_warps, 32)
         for op in func.walk():
             if op.results and isinstance(op.results[0].type, TensorType) and op.results[0] in layouts:
@@ -169,11 +173,12 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     import naiad.codegen.gpu  # noqa: F401  (registers the rules)
     from naiad.backends.cuda.hooks import NVPTXHooks
     from naiad.backends.cuda.target import link_libdevice, optimize
+    from naiad.backends.cuda.async_copies import prepare
     from naiad.backends.cuda.tensor_cores import RULES
     from naiad.codegen.gpu.kernel import GPUKernel
 
     lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion), options.num_warps,
-                         rules=RULES)
+                         rules=RULES, prepare=prepare)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
     metadata["shared"] = lowering.shared_bytes

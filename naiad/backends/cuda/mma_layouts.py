@@ -78,24 +78,3 @@ class NvidiaMma:
 
 
 L.register_layout("#ttg.nvidia_mma", NvidiaMma.parse)
-
-
-# -- shared memory for wgmma: the NVMMA swizzled layouts -----------------------------------------
-
-def swizzle_bytes(row_bytes: int) -> int:
-    """The widest swizzle (128, 64 or 32 bytes; 0: none) a tile whose contiguous rows hold
-    ``row_bytes`` can take: the rows of one swizzle atom must fill it."""
-    for width in (128, 64, 32):
-        if row_bytes % width == 0:
-            return width
-    return 0
-
-
-def swizzled(offset: int, width: int) -> int:
-    """Where byte ``offset`` of a tile goes under a ``width``-byte swizzle (the hardware's
-    pattern on a 1024-byte aligned tile): its 16-byte chunk within the swizzle row is XORed
-    with the row's place among the eight rows of the atom."""
-    if not width:
-        return offset
-    bits = (width // 16).bit_length() - 1
-    return offset ^ (((offset >> 7) & ((1 << bits) - 1)) << 4)

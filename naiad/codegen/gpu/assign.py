@@ -29,9 +29,10 @@ from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
+from naiad.ir.ttg import AsyncLoadOp
 
 #: Ops whose tensor operands simply take the result's layout.
-_SAME = (tt.LoadOp, tt.BroadcastOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.ScanOp, tt.ClampFOp)
+_SAME = (tt.LoadOp, AsyncLoadOp, tt.BroadcastOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.ScanOp, tt.ClampFOp)
 
 
 def _tensor(value: SSAValue) -> bool:
@@ -75,8 +76,8 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
 
     for op in reversed(list(func.walk())):
         asking[0] = op
-        if isinstance(op, (tt.LoadOp, tt.StoreOp)) and _tensor(op.ptr):
-            accessed = op.results[0] if isinstance(op, tt.LoadOp) else op.ptr
+        if isinstance(op, (tt.LoadOp, tt.StoreOp, AsyncLoadOp)) and _tensor(op.ptr):
+            accessed = op.results[0] if isinstance(op, (tt.LoadOp, AsyncLoadOp)) else op.ptr
             along = _coalesced(op.ptr, layouts.get(accessed), axis, num_warps, warp_size)
             if along is not None:
                 layouts[accessed] = along        # a load's users convert

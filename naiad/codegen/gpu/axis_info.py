@@ -48,7 +48,9 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 
 def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
-    """Axis information for the values of ``func`` (forward, in program order)."""
+    """Axis information for the values of ``func`` (forward, in program order; a loop's
+    carried values are what holds for their first value and for every value the body yields
+    back, found by going through the body until that stops changing)."""
     infos: dict[SSAValue, AxisInfo] = {}
     for i, arg in enumerate(func.body.block.args):
         div = 1
@@ -56,11 +58,18 @@ def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
         if "tt.divisibility" in attrs:
             div = attrs["tt.divisibility"].value.data
         infos[arg] = AxisInfo((), (div,), ())
-    for op in func.walk():
-        if isinstance(op, scf.ForOp):       # the induction variable: lb + k * step
-            lb, step = _get(infos, op.lb), _get(infos, op.step)
-            div = math.gcd(scalar_divisibility(lb), scalar_divisibility(step))
-            infos[op.body.block.args[0]] = AxisInfo((), (div,), ())
+    _analyze_block(func.body.block, infos)
+    return infos
+
+
+def _analyze_block(block: Any, infos: dict[SSAValue, AxisInfo]) -> None:
+    for op in block.ops:
+        if isinstance(op, scf.ForOp):
+            _analyze_loop(op, infos)
+            continue
+        for region in op.regions:
+            for inner in region.blocks:
+                _analyze_block(inner, infos)
         rule = _RULES.get(type(op))
         if not op.results:
             continue
@@ -69,7 +78,38 @@ def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
         info = _hinted(op, info, _shape(result))
         if info is not None:
             infos[result] = info
-    return infos
+
+
+def _analyze_loop(op: scf.ForOp, infos: dict[SSAValue, AxisInfo]) -> None:
+    lb, step = _get(infos, op.lb), _get(infos, op.step)
+    args = op.body.block.args
+    infos[args[0]] = AxisInfo((), (math.gcd(scalar_divisibility(lb), scalar_divisibility(step)),), ())
+    carried = [_get(infos, init) for init in op.iter_args]
+    for _ in range(4):                   # a few rounds settle every loop seen so far
+        for arg, info in zip(args[1:], carried):
+            infos[arg] = info
+        _analyze_block(op.body.block, infos)
+        yielded = [_get(infos, v) for v in op.body.block.last_op.operands]
+        merged = [_meet(a, b) for a, b in zip(carried, yielded)]
+        if merged == carried:
+            break
+        carried = merged
+    else:                                # not settled: assume nothing of the carried values
+        carried = [AxisInfo.unknown(len(c.contiguity)) for c in carried]
+        for arg, info in zip(args[1:], carried):
+            infos[arg] = info
+        _analyze_block(op.body.block, infos)
+    for result, info in zip(op.results, carried):
+        infos[result] = info
+
+
+def _meet(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """What holds of a value that may be either: the common part of each field."""
+    if len(a.contiguity) != len(b.contiguity) or len(a.divisibility) != len(b.divisibility):
+        return AxisInfo.unknown(len(a.contiguity))
+    gcd = lambda x, y: tuple(math.gcd(p, q) for p, q in zip(x, y))  # noqa: E731
+    return AxisInfo(gcd(a.contiguity, b.contiguity), gcd(a.divisibility, b.divisibility),
+                    gcd(a.constancy, b.constancy), a.constant if a.constant == b.constant else None)
 
 
 #: Hint attribute (``tl.multiple_of``, ``tl.max_contiguous``, ``tl.max_constancy``) -> the field
@@ -172,6 +212,20 @@ def _add(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     return AxisInfo(contiguity, divisibility, constancy)
 
 
+@_rule(arith.SubiOp)
+def _sub(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a - b``: contiguous where ``a`` is and ``b`` is constant (a mask bound ``K - k * BK``
+    keeps the divisibility both sides share)."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    if rank == 0:
+        constant = a.constant - b.constant if a.constant is not None and b.constant is not None else None
+        return AxisInfo((), (math.gcd(scalar_divisibility(a), scalar_divisibility(b)),), (), constant)
+    return AxisInfo(tuple(math.gcd(a.contiguity[d], b.constancy[d]) for d in range(rank)),
+                    tuple(math.gcd(a.divisibility[d], b.divisibility[d]) for d in range(rank)),
+                    tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank)))
+
+
 def _pointee_bytes(value: SSAValue) -> int:
     from naiad.codegen import llvm_types as lt
 
@@ -195,6 +249,20 @@ def _mul(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     divisibility = tuple(min(_LARGE, a.divisibility[d] * b.divisibility[d]) for d in range(rank))
     constancy = tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank))
     return AxisInfo(contiguity, divisibility, constancy)
+
+
+@_rule(arith.RemSIOp, arith.RemUIOp)
+def _rem(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a % n`` (``offs % M``, wrapping a tile's rows): a run of ``a`` that starts at a multiple
+    of ``g`` stays contiguous for ``g`` elements when ``n`` is a multiple of ``g``."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    if rank == 0:
+        return AxisInfo((), (math.gcd(scalar_divisibility(a), scalar_divisibility(b)),), ())
+    contiguity = tuple(math.gcd(a.contiguity[d], math.gcd(a.divisibility[d], b.divisibility[d]))
+                       if b.constancy[d] >= shape[d] else 1 for d in range(rank))
+    return AxisInfo(contiguity, tuple(math.gcd(a.divisibility[d], b.divisibility[d]) for d in range(rank)),
+                    tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank)))
 
 
 @_rule(arith.CmpiOp)

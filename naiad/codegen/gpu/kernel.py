@@ -51,12 +51,26 @@ class GPUKernel:
     """Lowers the public ``tt.func`` of a TTIR module for ``num_warps`` warps of ``hooks``."""
 
     def __init__(self, module: Any, hooks: Any, num_warps: int,
-                 rules: dict[type, Callable[["GPUKernel", Any], None]] | None = None):
+                 rules: dict[type, Callable[["GPUKernel", Any], None]] | None = None,
+                 prepare: Callable[["GPUKernel"], None] | None = None):
         """``rules``: the backend's rule table (the shared `RULES` with its own overrides,
-        e.g. its tensor-core ``tt.dot``); the shared table when None."""
+        e.g. its tensor-core ``tt.dot``); the shared table when None.  ``prepare(kernel)`` runs
+        once the layouts are known and before any op is lowered: where a backend reserves the
+        shared memory that lives across ops (`reserve_shared`)."""
         self.module = module
         self.hooks = hooks
         self.rules = RULES if rules is None else rules
+        self.prepare = prepare
+        #: Backend state kept for the whole kernel (e.g. the shared-memory rings of pipelined
+        #: loads), by whatever key the backend chooses.
+        self.state: dict[Any, Any] = {}
+        #: Bytes at the start of shared memory reserved by the backend (`reserve_shared`); the
+        #: scratch that ops share one after another (`shared_regions`) starts after them while
+        #: an op of ``reserved_during`` is being lowered, and at 0 elsewhere (the reserved
+        #: memory is dead there: a pipelined loop's buffers, after the loop).
+        self.reserved_bytes = 0
+        self.reserved_during: set[Any] = set()
+        self._inside_reserved = 0
         self.num_warps = num_warps
         self.warp_size = hooks.warp_size
         self.llmod = ir.Module(name="naiad_kernel")
@@ -87,6 +101,8 @@ class GPUKernel:
         self.thread = self.hooks.thread_id(self.b)
         self.lane = self.b.urem(self.thread, ir.Constant(lt.I32, self.warp_size))
         self.warp = self.b.udiv(self.thread, ir.Constant(lt.I32, self.warp_size))
+        if self.prepare is not None:
+            self.prepare(self)
         self.lower_block(func.body.block)
         if not self.b.block.is_terminated:
             self.b.ret_void()
@@ -97,6 +113,16 @@ class GPUKernel:
             self.lower_op(op)
 
     def lower_op(self, op: Any) -> None:
+        if op in self.reserved_during:
+            self._inside_reserved += 1
+            try:
+                self._lower_op(op)
+            finally:
+                self._inside_reserved -= 1
+        else:
+            self._lower_op(op)
+
+    def _lower_op(self, op: Any) -> None:
         fn = self.rules.get(type(op))
         if fn is None:
             if type(op) in elementwise.RULES:
@@ -241,16 +267,34 @@ class GPUKernel:
 
     # -- shared memory --------------------------------------------------------------------------
     def shared_pointer(self, index: ir.Value, storage: ir.Type, byte_offset: int = 0) -> ir.Value:
+        """Element ``index`` of the scratch viewed as an array of ``storage``, from scratch byte
+        ``byte_offset`` on."""
         base = self.hooks.shared_base(self.b)
-        if byte_offset:
-            base = self.b.gep(base, [ir.Constant(lt.I32, byte_offset)], source_etype=lt.I8)
+        if byte_offset + self.scratch_start:
+            base = self.b.gep(base, [ir.Constant(lt.I32, byte_offset + self.scratch_start)],
+                              source_etype=lt.I8)
         return self.b.gep(base, [index], source_etype=storage)
 
+    @property
+    def scratch_start(self) -> int:
+        """Where the scratch of the op being lowered starts: after the reservations (1024-byte
+        aligned: what swizzled tensor-core tiles need) while they are live, else at 0."""
+        return -(-self.reserved_bytes // 1024) * 1024 if self._inside_reserved else 0
+
     def need_shared(self, nbytes: int) -> None:
-        self.shared_bytes = max(self.shared_bytes, nbytes)
+        """``nbytes`` of scratch (from its start), for the op being lowered."""
+        self.shared_bytes = max(self.shared_bytes, self.scratch_start + nbytes)
+
+    def reserve_shared(self, nbytes: int, align: int = 16) -> int:
+        """The byte offset (in shared memory) of ``nbytes`` kept while the ops of
+        ``reserved_during`` are lowered; only from ``prepare``, before any op is lowered."""
+        offset = -(-self.reserved_bytes // align) * align
+        self.reserved_bytes = offset + nbytes
+        self.shared_bytes = max(self.shared_bytes, self.reserved_bytes)
+        return offset
 
     def shared_regions(self, sizes: Sequence[int], align: int = 16) -> list[int]:
-        """Byte offsets of consecutive shared-memory regions of ``sizes`` bytes, each aligned to
+        """Scratch byte offsets of consecutive regions of ``sizes`` bytes, each aligned to
         ``align`` bytes (16 at least: a region of 4-byte values after one of 2-byte values must
         not be misaligned; swizzled tensor-core tiles want 1024), and reserve them."""
         offsets, end = [], 0

@@ -12,10 +12,30 @@ from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, rule
 
 
 def _flat(k: GPUKernel, value: Any, like: Any) -> list[ir.Value]:
-    """The LLVM values of ``value`` (a tensor in the layout of ``like``, or a scalar)."""
+    """The LLVM values of ``value``: a tensor in the layout of ``like``, a scalar, or what a
+    backend's own kind of value (`Carried`, e.g. a tile staged in shared memory) carries."""
+    held = k.env.get(value)
+    if isinstance(held, Carried):
+        return held.carried_values()
     if is_tensor(value):
         return k.tensor(value, k.layout_of(like)).values
     return [k.scalar(value)]
+
+
+class Carried:
+    """A value a backend keeps in its own form (not a `Dist` of registers) that may cross a
+    region boundary: the boundary carries `carried_values` and rebuilds it with `rebuilt`."""
+
+    def carried_values(self) -> list[ir.Value]:
+        raise NotImplementedError
+
+    def rebuilt(self, values: list[ir.Value]) -> "Carried":
+        raise NotImplementedError
+
+
+def _templates(k: GPUKernel, values: list) -> list:
+    """For each value, its `Carried` form when it has one (what a boundary rebuilds)."""
+    return [k.env.get(v) if isinstance(k.env.get(v), Carried) else None for v in values]
 
 
 def _phis(k: GPUKernel, values: list[list[ir.Value]], block: Any) -> list[list[ir.Value]]:
@@ -37,10 +57,15 @@ def _add_incoming(phis: list[list[ir.Value]], values: list[list[ir.Value]], bloc
             phi.add_incoming(v, block)
 
 
-def _bind(k: GPUKernel, targets: list, values: list[list[ir.Value]], likes: list) -> None:
-    """Bind region arguments or results to values held in the layouts of ``likes``."""
-    for target, group, like in zip(targets, values, likes):
-        if is_tensor(target):
+def _bind(k: GPUKernel, targets: list, values: list[list[ir.Value]], likes: list,
+          templates: list | None = None) -> None:
+    """Bind region arguments or results to values held in the layouts of ``likes`` (or in
+    the `Carried` forms of ``templates``)."""
+    for i, (target, group, like) in enumerate(zip(targets, values, likes)):
+        template = templates[i] if templates is not None else None
+        if template is not None:
+            k.env[target] = template.rebuilt(list(group))
+        elif is_tensor(target):
             k.env[target] = Dist(k.layout_of(like), tuple(target.type.get_shape()), list(group))
         else:
             k.env[target] = group[0]
@@ -60,6 +85,7 @@ def _for(k: GPUKernel, op: Any) -> None:
     lb, ub, step = (k.scalar(v) for v in (op.lb, op.ub, op.step))
     body_block = op.body.block
     carried = [_flat(k, init, result) for init, result in zip(op.iter_args, op.results)]
+    templates = _templates(k, list(op.iter_args))
     pre = b.block
     header, body, done = (b.append_basic_block(f"for.{n}") for n in ("header", "body", "done"))
     b.branch(header)
@@ -70,7 +96,7 @@ def _for(k: GPUKernel, op: Any) -> None:
     b.cbranch(b.icmp_signed("<", iv, ub), body, done)
     b.position_at_end(body)
     k.env[body_block.args[0]] = iv
-    _bind(k, list(body_block.args[1:]), phis, list(op.results))
+    _bind(k, list(body_block.args[1:]), phis, list(op.results), templates)
     terminator = _lower_body(k, body_block)
     yielded = [_flat(k, v, r) for v, r in zip(terminator.operands, op.results)]
     end = b.block
@@ -79,7 +105,7 @@ def _for(k: GPUKernel, op: Any) -> None:
     b.branch(header)
     b.position_at_end(done)
     k.forget_coordinates()
-    _bind(k, list(op.results), phis, list(op.results))
+    _bind(k, list(op.results), phis, list(op.results), templates)
 
 
 @rule(scf.IfOp)

@@ -2,7 +2,7 @@
 
 A thread's consecutive elements along the fastest dimension are one vector access when axis
 information proves the pointers consecutive and aligned and the mask constant over them
-(`_vector_width`); a masked access is a branch around it, which ptxas turns into a predicate.
+(`vector_width`); a masked access is a branch around it, which ptxas turns into a predicate.
 Elements several threads hold (a layout wider than its tensor) are stored by all of them (the
 same value) but updated atomically only by their owner (`GPUKernel.owner`).
 
@@ -38,7 +38,7 @@ _LOAD_CACHE = {"ca", "cg", "cs", "cv"}
 _STORE_CACHE = {"wb", "cg", "cs", "wt"}
 
 
-def _vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: int) -> int:
+def vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: int) -> int:
     """How many consecutive elements of a thread one access may move (a power of two)."""
     if not shape:
         return 1
@@ -66,7 +66,8 @@ def _global(k: GPUKernel, address: ir.Value) -> ir.Value:
 
 
 @rule(tt.LoadOp)
-def _load(k: GPUKernel, op: Any) -> None:
+def load(k: GPUKernel, op: Any) -> None:
+    """The shared rule: a load into registers (a backend's own load rule falls back to it)."""
     result = op.results[0]
     element = lt.memory_type(result.type)
     storage = lt.scalar(result.type)
@@ -84,7 +85,7 @@ def _load(k: GPUKernel, op: Any) -> None:
     pointers = k.tensor(op.ptr, layout).values
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
     others = k.tensor(op.other, layout).values if op.other is not None else None
-    width = _vector_width(k, op, layout, shape, nbytes)
+    width = vector_width(k, op, layout, shape, nbytes)
     values: list[ir.Value] = []
     for group in _groups(len(pointers), width):
         n = len(group)
@@ -121,7 +122,7 @@ def _store(k: GPUKernel, op: Any) -> None:
     pointers = k.tensor(op.ptr, layout).values
     values = [_to_memory(k, v, storage) for v in k.tensor(op.value, layout).values]
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
-    width = _vector_width(k, op, layout, shape, nbytes)
+    width = vector_width(k, op, layout, shape, nbytes)
     for group in _groups(len(pointers), width):
         n = len(group)
         first = group[0]

@@ -1,0 +1,236 @@
+"""Dot operands that go from global memory straight into shared memory, never into registers.
+
+A tensor-core dot reads its operands from shared memory; staging a tile through registers
+costs as many registers as the tile has elements per thread, which is what large tiles run
+short of.  Two kinds of operand skip the registers (``cp.async`` copies, zero-filled where the
+mask is off):
+
+- a `DeferredLoad`: a ``tt.load`` whose one use is as an operand of the tensor-core dot next to
+  it (no store in between) is not lowered where it stands; the dot copies it into its tile;
+- a `Staged` value: a ``ttg.async_load`` of the pipelining pass (`pipeline`) copies into a slot
+  of its ring of shared-memory buffers when it runs, commits its copies as one group, and its
+  value -- the slot -- is carried by the loop to the dot, which waits for that group.
+
+The rings live for the whole kernel: `prepare` reserves them before any op is lowered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import llvmlite.ir as ir
+from xdsl.dialects import scf
+
+from naiad.backends.cuda.mma_layouts import NvidiaMma
+from naiad.backends.cuda.shared_tiles import PaddedTile, copy_global, read_registers, swizzled_tile
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu import ops_memory
+from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, shape_of
+from naiad.codegen.gpu.ops_control import Carried
+from naiad.codegen.gpu.ptx_asm import asm
+from naiad.ir import tt
+from naiad.ir.ttg import AsyncLoadOp
+from naiad.passes.constants import splat_value
+from naiad.passes.effects import Effect, effect_of
+
+
+@dataclasses.dataclass(frozen=True)
+class DeferredLoad:
+    """A ``tt.load`` left for the dot that is its one use to copy; ``layout`` is its
+    pointers' (which thread copies which chunk), ``vector`` the elements of one copy."""
+
+    op: Any
+    layout: L.Layout
+    shape: tuple[int, int]
+    vector: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Ring:
+    """The shared memory of one pipelined load: ``stages`` slots of ``tile``, from ``base``."""
+
+    tile: Any
+    base: int
+    stages: int
+    layout: L.Layout
+    vector: int
+
+    @property
+    def slot_bytes(self) -> int:
+        return -(-self.tile.size_bytes // 1024) * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Staged(Carried):
+    """A tile in a slot of a ring: ``offset`` is the slot's byte in shared memory (an i32)."""
+
+    ring: Ring
+    offset: ir.Value
+
+    def carried_values(self) -> list[ir.Value]:
+        return [self.offset]
+
+    def rebuilt(self, values: list[ir.Value]) -> "Staged":
+        return Staged(self.ring, values[0])
+
+
+def copy_vector(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple[int, int]) -> int:
+    """Elements one copy of ``op``'s chunks may move (4, 8 or 16 bytes), or 0 when none may."""
+    element = lt.byte_size(lt.memory_type(op.results[0].type))
+    vector = ops_memory.vector_width(k, op, layout, shape, element)
+    return vector if vector * element in (4, 8, 16) else 0
+
+
+def _consumer(value: Any) -> tuple[tt.DotOp, int] | None:
+    """The tensor-core dot ``value`` ends up as an operand of -- directly, or carried through
+    loops -- and which operand (0: A, 1: B)."""
+    seen, stack = set(), [value]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for use in current.uses:
+            user = use.operation
+            if isinstance(user, tt.DotOp) and use.index < 2:
+                return user, use.index
+            if isinstance(user, scf.YieldOp) and isinstance(user.parent_op(), scf.ForOp):
+                stack.append(user.parent_op().body.block.args[use.index + 1])
+            elif isinstance(user, scf.ForOp) and use.index >= 3:
+                stack.append(user.body.block.args[use.index - 2])
+    return None
+
+
+def tile_for(k: GPUKernel, dot: tt.DotOp, index: int, layout: L.Layout, shape: tuple[int, int],
+             mlir_type: Any) -> Any:
+    """The tile an operand of ``dot`` (A: ``index`` 0, B: 1) spread by ``layout`` goes to; None
+    when wgmma cannot read one."""
+    mma = L.parse_layout(dot.attributes["ttg.mma"].data)
+    k_dim = 1 - index
+    if mma.version == 2:
+        return PaddedTile(tuple(shape), k_dim, lt.byte_size(lt.memory_type(mlir_type)))
+    transposable = lt.byte_size(lt.memory_type(mlir_type)) == 2
+    return swizzled_tile(layout, shape, mlir_type, k_dim, transposable)
+
+
+def prepare(k: GPUKernel) -> None:
+    """Reserve each ring of the kernel's ``ttg.async_load`` ops, live from its first copy to
+    the end of the loop that carries it."""
+    for op in k.func_op.walk():
+        if isinstance(op, AsyncLoadOp):
+            k.reserved_during.update(_live_span(op))
+    for op in k.func_op.walk():
+        if not isinstance(op, AsyncLoadOp) or ("ring", op.ring.data) in k.state:
+            continue
+        result = op.results[0]
+        layout, shape = k.layout_of(result), shape_of(result)
+        consumer = _consumer(result)
+        tile = tile_for(k, *consumer, layout, shape, result.type) if consumer is not None else None
+        vector = copy_vector(k, op, layout, shape)
+        if tile is None or not vector or L.run_length(layout, shape, tile.inner) < vector:
+            raise NotImplementedError(f"ttg.async_load of {result.type} that cannot be copied "
+                                      f"into a tile its dot reads")
+        stages = op.stages.value.data
+        slot = -(-tile.size_bytes // 1024) * 1024
+        k.state[("ring", op.ring.data)] = Ring(tile, k.reserve_shared(stages * slot, 1024), stages,
+                                               layout, vector)
+
+
+def _live_span(op: AsyncLoadOp) -> list[Any]:
+    """The ops, in the block of the loop that consumes ``op``'s ring (or in ``op``'s own),
+    from ``op`` (or the loop) on to that loop: while they are lowered the ring is live."""
+    loop = op.parent_op()
+    if isinstance(loop, scf.ForOp) and op.parent_block() is loop.body.block:
+        return [loop]                       # the load inside the loop: the loop
+    span, current = [], op
+    while current is not None:
+        span.append(current)
+        if isinstance(current, scf.ForOp) and any(
+                isinstance(inner, AsyncLoadOp) and inner.ring.data == op.ring.data
+                for inner in current.body.block.ops):
+            break
+        current = current.next_op
+    return span
+
+
+def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
+    """Copy into the slot, commit the copies as one group; the value is the slot."""
+    ring: Ring = k.state[("ring", op.ring.data)]
+    b = k.b
+    result = op.results[0]
+    layout, shape = k.layout_of(result), shape_of(result)
+    offset = b.add(b.mul(k.scalar(op.slot), ir.Constant(lt.I32, ring.slot_bytes)), ir.Constant(lt.I32, ring.base))
+    pointers = k.tensor(op.ptr, layout).values
+    masks = k.tensor(op.mask, layout).values
+    copy_global(k, pointers, masks, layout, shape, ring.vector, ring.tile, offset)
+    asm(b, "cp.async.commit_group;", [], [])
+    k.env[result] = Staged(ring, offset)
+
+
+def lower_load(k: GPUKernel, op: Any) -> None:
+    """A load that only feeds the tensor-core dot next to it is deferred to the dot; any
+    other is the shared rule's."""
+    deferred = _deferrable(k, op)
+    if deferred is None:
+        ops_memory.load(k, op)
+    else:
+        k.env[op.results[0]] = deferred
+
+
+def _deferrable(k: GPUKernel, op: Any) -> DeferredLoad | None:
+    result = op.results[0]
+    if not is_tensor(result) or len(shape_of(result)) != 2 or op.isVolatile.value.data:
+        return None
+    uses = list(result.uses)
+    if len(uses) != 1:
+        return None
+    dot = uses[0].operation
+    if not isinstance(dot, tt.DotOp) or "ttg.mma" not in dot.attributes or uses[0].index > 1 or \
+            dot.parent_block() is not op.parent_block():
+        return None
+    between = op.next_op
+    while between is not dot:
+        if effect_of(between) is Effect.WRITE:
+            return None                  # a store could change what the load reads
+        between = between.next_op
+    if op.other is not None and splat_value(op.other) != 0:
+        return None                      # masked-off elements of a copy are zeros
+    layout, shape = k.layout_of(result), shape_of(result)
+    vector = copy_vector(k, op, layout, shape)
+    tile = tile_for(k, dot, uses[0].index, layout, shape, result.type) if vector > 1 else None
+    if tile is None or L.run_length(layout, shape, tile.inner) < vector:
+        return None                      # the copies' chunks must run along the tile's rows
+    return DeferredLoad(op, layout, shape, vector)
+
+
+def operand(k: GPUKernel, value: Any) -> Any:
+    """A dot operand as it is held: a `DeferredLoad`, a `Staged` tile, or its `Dist`."""
+    held = k.env[value]
+    return held if isinstance(held, (DeferredLoad, Staged)) else k.tensor(value)
+
+
+def in_registers(k: GPUKernel, value: Any, layout: L.Layout) -> Any:
+    """A dot operand as a `Dist` after all (for the FMA path)."""
+    held = k.env[value]
+    if isinstance(held, DeferredLoad):
+        ops_memory.load(k, held.op)
+        return k.tensor(value, layout)
+    if isinstance(held, Staged):
+        wait(k, [held], 0)
+        k.hooks.barrier(k.b)
+        values = read_registers(k, held.ring.tile, held.offset, layout, shape_of(value), lt.scalar(value.type))
+        k.env[value] = Dist(layout, shape_of(value), values)
+        return k.env[value]
+    return k.tensor(value, layout)
+
+
+def wait(k: GPUKernel, operands: list[Any], pending: int) -> None:
+    """Wait for the copies of ``operands``: those of a deferred load were just issued (commit
+    them, wait for all); a staged tile's group is older than ``pending`` later ones."""
+    if any(isinstance(o, DeferredLoad) for o in operands):
+        asm(k.b, "cp.async.commit_group;", [], [])
+        asm(k.b, "cp.async.wait_group 0;", [], [])
+    elif any(isinstance(o, Staged) for o in operands):
+        asm(k.b, f"cp.async.wait_group {pending};", [], [])

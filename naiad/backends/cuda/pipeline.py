@@ -1,0 +1,273 @@
+"""Software pipelining of the loads that feed tensor-core dots (a TTGIR pass; Triton's pipeliner).
+
+In a loop such as the K loop of a matmul, each iteration loads its tiles and then multiplies
+them: the loads' latency is exposed.  With ``S`` stages (``num_stages``, or ``tl.range(...,
+num_stages=)`` on the loop), the loads of iteration ``t + S - 1`` are issued in iteration ``t``,
+as ``ttg.async_load`` into slot ``(t + S - 1) % S`` of a ring of ``S`` shared-memory buffers,
+and their values reach the dot of their own iteration as loop-carried values:
+
+    prologue:  the loads of iterations 0 .. S-2 (slots 0 .. S-2)
+    iteration t:  dot(t) on the values carried for it (waiting for their copies only)
+                  loads of iteration t + S - 1, into the slot dot(t - 1) just released
+                  carry the values of t + 1 .. t + S - 1 on
+
+A load qualifies when it is a direct operand of a tensor-core dot of the same loop body (one
+with ``ttg.mma``), fills masked-off elements with zeros, and its pointers, mask and the loop
+values they come from are computed without reading memory or reaching the dot's results: the
+loop values it depends on must follow a recurrence of their own (``ptrs += step``), which the
+pass runs ahead, ``S - 1`` iterations in front of the loop's own.  Loads of iterations past the
+loop's end are masked off.  Each dot that takes pipelined operands gets ``ttg.pipeline_wait``,
+the number of later copy groups that may still be in flight when it starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, TensorType,
+                                   i1, i32)
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+
+from naiad.backends.cuda.shared_tiles import swizzle_bytes
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu.axis_info import AxisInfo, analyze
+from naiad.ir import arith, tt
+from naiad.ir.ttg import AsyncLoadOp
+from naiad.ir.types import element_type
+from naiad.passes.constants import splat_value
+from naiad.passes.effects import is_pure
+
+NUM_STAGES = "tt.num_stages"
+
+
+def pipeline(func: Any, num_stages: int) -> bool:
+    """Pipeline every loop of ``func`` whose tensor-core dots take loads that qualify; True when
+    one was."""
+    changed = False
+    for loop in [op for op in func.walk() if isinstance(op, scf.ForOp)]:
+        stages = loop.attributes[NUM_STAGES].value.data if NUM_STAGES in loop.attributes else num_stages
+        if stages >= 2:
+            changed |= _pipeline_loop(loop, stages, f"ring{_count(func)}_", analyze(func))
+    return changed
+
+
+def _count(func: Any) -> int:
+    return sum(1 for op in func.walk() if isinstance(op, AsyncLoadOp))
+
+
+class _Slice:
+    """The ops of a loop body that a value is computed from (in block order), and the loop's
+    carried values among its sources."""
+
+    def __init__(self, body: Block, roots: list[SSAValue]):
+        self.ops: list[Operation] = []
+        self.carried: set[BlockArgument] = set()
+        self.ok = True
+        seen: set[Operation] = set()
+        stack = list(roots)
+        while stack:
+            value = stack.pop()
+            if isinstance(value, BlockArgument):
+                if value.block is body and value.index > 0:
+                    self.carried.add(value)
+                continue
+            op = value.owner
+            if op.parent_block() is not body or op in seen:
+                continue                      # defined outside the loop: invariant
+            seen.add(op)
+            if op.regions or not is_pure(op) or isinstance(op, tt.DotOp):
+                self.ok = False               # reads memory, or needs another iteration's dot
+                return
+            stack.extend(op.operands)
+        self.ops = [op for op in body.ops if op in seen]
+
+
+def _feeds_mma_dot(load: tt.LoadOp) -> tt.DotOp | None:
+    uses = list(load.results[0].uses)
+    if len(uses) != 1 or uses[0].index > 1:
+        return None
+    dot = uses[0].operation
+    if not isinstance(dot, tt.DotOp) or "ttg.mma" not in dot.attributes or \
+            dot.parent_block() is not load.parent_block():
+        return None
+    return dot
+
+
+def _copyable(load: tt.LoadOp, info: dict) -> bool:
+    """Whether the lowering can copy ``load`` into the tile its dot reads: 16-byte (at least
+    4-byte) chunks along the dimension its pointers run, which must be K unless the elements
+    are 16-bit (those tiles may be transposed), and a swizzle that fits the tile."""
+    dot = _feeds_mma_dot(load)
+    shape = load.results[0].type.get_shape()
+    element = lt.byte_size(lt.memory_type(load.results[0].type))
+    ptr = info.get(load.ptr) or AxisInfo.unknown(2)
+    mask = info.get(load.mask) if load.mask is not None else None
+    along = max((0, 1), key=lambda d: (ptr.contiguity[d], d))
+    vector = min(ptr.contiguity[along], 16 // element, max(1, ptr.divisibility[along] // element))
+    if mask is not None:
+        vector = min(vector, mask.constancy[along])
+    k_dim = 1 if next(iter(load.results[0].uses)).index == 0 else 0
+    if vector * element < 4 or (element != 2 and along != k_dim):
+        return False
+    if "versionMajor = 2" in dot.attributes["ttg.mma"].data:
+        return along == k_dim                # mma.sync tiles are K-major
+    inner = along if element == 2 else k_dim
+    return bool(swizzle_bytes(shape[inner] * element)) and shape[1 - inner] % 8 == 0
+
+
+def _candidates(body: Block, info: dict) -> tuple[list[tt.LoadOp], set[BlockArgument]]:
+    """The loads to pipeline and the carried values their recurrences run ahead."""
+    loads = []
+    for op in body.ops:
+        if isinstance(op, tt.LoadOp) and _feeds_mma_dot(op) is not None and \
+                len(op.results[0].type.get_shape()) == 2 and not op.isVolatile.value.data and \
+                (op.other is None or splat_value(op.other) == 0) and _copyable(op, info):
+            loads.append(op)
+    yields = body.last_op
+    while True:
+        slices = {load: _Slice(body, [v for v in (load.ptr, load.mask) if v is not None]) for load in loads}
+        loads = [load for load in loads if slices[load].ok]
+        recurrences = set().union(*(slices[load].carried for load in loads)) if loads else set()
+        bad = set()
+        for arg in recurrences:
+            update = _Slice(body, [yields.operands[arg.index - 1]])
+            if not update.ok or not update.carried <= recurrences:
+                bad.add(arg)
+        if not bad:
+            return loads, recurrences
+        loads = [load for load in loads if not slices[load].carried & bad]
+
+
+def _insert(before: Operation, op: Operation) -> SSAValue:
+    before.parent_block().insert_op_before(op, before)
+    return op.results[0]
+
+
+def _clone(ops: list[Operation], mapping: dict[SSAValue, SSAValue], before: Operation) -> None:
+    """Clone ``ops`` before ``before``, their operands through ``mapping`` (which receives the
+    clones' results)."""
+    for op in ops:
+        copy = op.clone(value_mapper=dict(mapping))
+        before.parent_block().insert_op_before(copy, before)
+        for old, new in zip(op.results, copy.results):
+            mapping[old] = new
+
+
+def _constant(before: Operation, value: int, type_: Any) -> SSAValue:
+    return _insert(before, arith.ConstantOp(IntegerAttr(value, type_)))
+
+
+def _iteration(before: Operation, loop: scf.ForOp, base: SSAValue, ahead: int) -> tuple[SSAValue, SSAValue]:
+    """(the induction variable ``ahead`` iterations after ``base``, whether it is in range)."""
+    if ahead:
+        distance = _insert(before, arith.MuliOp(loop.step, _constant(before, ahead, loop.step.type)))
+        base = _insert(before, arith.AddiOp(base, distance))
+    return base, _insert(before, arith.CmpiOp(base, loop.ub, "slt"))
+
+
+def _async_load(load: tt.LoadOp, mapping: dict, valid: SSAValue, slot: SSAValue, ring: str,
+                stages: int, body: Block, before: Operation) -> SSAValue:
+    """``load`` for another iteration (its sources through ``mapping``), staged in ``slot``;
+    off where ``valid`` is false."""
+    _clone(_Slice(body, [v for v in (load.ptr, load.mask) if v is not None]).ops, mapping, before)
+    ptr = mapping.get(load.ptr, load.ptr)
+    shape = load.results[0].type.get_shape()
+    mask = _insert(before, tt.SplatOp(valid, shape))
+    if load.mask is not None:
+        mask = _insert(before, arith.AndIOp(mapping.get(load.mask, load.mask), mask))
+    value_type = load.results[0].type
+    zero = 0 if isinstance(element_type(value_type), IntegerType) else 0.0
+    other = _insert(before, arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(value_type, [zero])))
+    return _insert(before, AsyncLoadOp(ptr, mask, other, slot, ring, stages))
+
+
+def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -> bool:
+    body = loop.body.block
+    loads, recurrences = _candidates(body, info)
+    if not loads:
+        return False
+    ahead = stages - 1
+    recurrences = sorted(recurrences, key=lambda a: a.index)
+    yields = body.last_op
+    updates = {arg: _Slice(body, [yields.operands[arg.index - 1]]) for arg in recurrences}
+    rings = [f"{ring_prefix}{i}" for i in range(len(loads))]
+    # -- prologue: the loads of iterations 0 .. ahead-1, the recurrences run ahead
+    values = {arg: loop.iter_args[arg.index - 1] for arg in recurrences}
+    prologue: list[list[SSAValue]] = [[] for _ in loads]
+    for j in range(ahead):
+        iv, valid = _iteration(loop, loop, loop.lb, j)
+        mapping: dict[SSAValue, SSAValue] = {body.args[0]: iv, **values}
+        slot = _constant(loop, j, i32)
+        for f, load in enumerate(loads):
+            prologue[f].append(_async_load(load, dict(mapping), valid, slot, rings[f], stages, body, loop))
+        step: dict[SSAValue, SSAValue] = dict(mapping)
+        for arg in recurrences:
+            _clone(updates[arg].ops, step, loop)
+        values = {arg: step.get(yields.operands[arg.index - 1], yields.operands[arg.index - 1])
+                  for arg in recurrences}
+    # -- the new loop: the old carried values, the recurrences ahead, the staged loads, the slot
+    inits = list(loop.iter_args) + [values[arg] for arg in recurrences] + \
+        [v for row in prologue for v in row] + [_constant(loop, ahead % stages, i32)]
+    block = Block(arg_types=[a.type for a in body.args] + [values[a].type for a in recurrences] +
+                  [v.type for row in prologue for v in row] + [i32])
+    for old, new in zip(body.args, block.args):
+        old.replace_all_uses_with(new)
+    n_old = len(body.args)
+    future = dict(zip(recurrences, block.args[n_old:n_old + len(recurrences)]))
+    staged = block.args[n_old + len(recurrences):-1]
+    slot = block.args[-1]
+    for op in list(body.ops):
+        op.detach()
+        block.add_op(op)
+    new_yield = block.last_op
+    # each load's value for this iteration is the first it carries
+    carried = [list(staged[f * ahead:(f + 1) * ahead]) for f in range(len(loads))]
+    for f, load in enumerate(loads):
+        load.results[0].replace_all_uses_with(carried[f][0])
+    # the loads of iteration t + ahead, at the end of the body
+    iv_ahead, valid = _iteration(new_yield, loop, block.args[0], ahead)
+    mapping = {block.args[0]: iv_ahead, **{block.args[arg.index]: future[arg] for arg in recurrences}}
+    issued = [_async_load(load, dict(mapping), valid, slot, rings[f], stages, block, new_yield)
+              for f, load in enumerate(loads)]
+    step = dict(mapping)
+    for arg in recurrences:
+        _clone(_Slice(block, [new_yield.operands[arg.index - 1]]).ops, step, new_yield)
+    futures_next = [step.get(new_yield.operands[arg.index - 1], new_yield.operands[arg.index - 1])
+                    for arg in recurrences]
+    one = _constant(new_yield, 1, i32)
+    bumped = _insert(new_yield, arith.AddiOp(slot, one))
+    wrap = _insert(new_yield, arith.CmpiOp(bumped, _constant(new_yield, stages, i32), "eq"))
+    slot_next = _insert(new_yield, arith.SelectOp(wrap, _constant(new_yield, 0, i32), bumped))
+    operands = list(new_yield.operands) + futures_next + \
+        [v for f in range(len(loads)) for v in carried[f][1:] + [issued[f]]] + [slot_next]
+    block.insert_op_before(scf.YieldOp(*operands), new_yield)
+    new_yield.detach()
+    new_yield.erase()
+    for load in loads:
+        load.detach()
+        load.erase()
+    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, inits, Region([block]))
+    new_loop.attributes.update(loop.attributes)
+    loop.parent_block().insert_op_before(new_loop, loop)
+    for old, new in zip(loop.results, new_loop.results):
+        old.replace_all_uses_with(new)
+    loop.detach()
+    loop.erase()
+    _mark_waits(block, carried, ahead)
+    return True
+
+
+def _mark_waits(block: Block, carried: list[list[SSAValue]], ahead: int) -> None:
+    """``ttg.pipeline_wait`` on each dot taking staged values: the copy groups issued after
+    those of its own iteration -- the later families of this iteration and the other loads of
+    ``ahead - 1`` later iterations -- may still be in flight."""
+    families = len(carried)
+    first = {values[0]: f for f, values in enumerate(carried)}
+    for op in block.ops:
+        if isinstance(op, tt.DotOp):
+            used = [first[v] for v in (op.a, op.b) if v in first]
+            if used:
+                pending = (ahead - 1) * families + (families - 1 - max(used))
+                op.attributes["ttg.pipeline_wait"] = IntegerAttr(pending, i32)
+

@@ -1,0 +1,181 @@
+"""Where a tensor-core dot's operands lie in shared memory, and how they get there.
+
+Two tile geometries, each placed at a byte ``base`` of shared memory (an i32 value: a ring's
+slot moves it at run time):
+
+- `SwizzledTile`, for wgmma: the operand's ``inner`` dimension is stored contiguously, in atoms
+  of ``width`` bytes (32, 64 or 128: the longest that divides a row): atom ``a`` holds, for
+  every index of the other (outer) dimension in turn, ``width`` bytes of the inner one, and the
+  16-byte chunks of each such row are XOR-swizzled by the row's place among 8 (the hardware's
+  pattern on address bits, the tile being 1024-byte aligned).  A warp's 16-byte stores or
+  copies of consecutive rows fall in different banks, and wgmma reads it through a matrix
+  descriptor.
+- `PaddedTile`, for mma.sync: K-major rows with 16 bytes of padding after each, so that a
+  warp's 32-bit fragment loads (8 rows, 4 column pairs) fall in 32 banks.
+
+An operand gets into a tile from registers (`store_registers`) or straight from global memory
+(`copy_global`, ``cp.async``: no registers, and the copy runs while the threads go on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import llvmlite.ir as ir
+
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.kernel import Dist, GPUKernel
+from naiad.codegen.gpu.ptx_asm import asm
+
+
+def _const(value: int) -> ir.Constant:
+    return ir.Constant(lt.I32, value)
+
+
+def swizzle_bytes(row_bytes: int) -> int:
+    """The widest swizzle (128, 64 or 32 bytes; 0: none) a tile whose contiguous rows hold
+    ``row_bytes`` can take: the rows of one swizzle atom must fill it."""
+    for width in (128, 64, 32):
+        if row_bytes % width == 0:
+            return width
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SwizzledTile:
+    shape: tuple[int, int]
+    inner: int
+    k_dim: int
+    element_bytes: int
+    width: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.shape[0] * self.shape[1] * self.element_bytes
+
+    @property
+    def outer_size(self) -> int:
+        return self.shape[1 - self.inner]
+
+    @property
+    def atom_bytes(self) -> int:
+        """Bytes between two atoms along the inner dimension (the descriptor's leading offset)."""
+        return self.outer_size * self.width
+
+    @property
+    def k_major(self) -> bool:
+        return self.inner == self.k_dim
+
+    def plain(self, b: ir.IRBuilder, outer: ir.Value, inner: ir.Value) -> ir.Value:
+        """The byte offset (in the tile, before the swizzle) of element (outer, inner)."""
+        byte = b.mul(inner, _const(self.element_bytes))
+        atom = b.udiv(byte, _const(self.width))
+        within = b.urem(byte, _const(self.width))
+        return b.add(b.add(b.mul(atom, _const(self.atom_bytes)), b.mul(outer, _const(self.width))), within)
+
+    def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
+        """The byte (of shared memory) of the element at tensor coordinates ``coords``."""
+        plain = self.plain(b, coords[1 - self.inner], coords[self.inner])
+        phase = b.and_(b.lshr(plain, _const(7)), _const(self.width // 16 - 1))
+        return b.add(base, b.xor(plain, b.shl(phase, _const(4))))
+
+    def block_start(self, b: ir.IRBuilder, base: ir.Value, index: ir.Value, depth: int) -> ir.Value:
+        """The byte (unswizzled: a descriptor's start) where one instruction's block begins: M
+        or N index ``index`` (an i32), K index ``depth``."""
+        other = _const(depth)
+        outer, inner = (index, other) if self.k_major else (other, index)
+        return b.add(base, self.plain(b, outer, inner))
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddedTile:
+    shape: tuple[int, int]
+    k_dim: int
+    element_bytes: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.shape[self.k_dim] * self.element_bytes + 16
+
+    @property
+    def size_bytes(self) -> int:
+        return self.shape[1 - self.k_dim] * self.row_bytes
+
+    @property
+    def inner(self) -> int:
+        return self.k_dim
+
+    def element(self, b: ir.IRBuilder, base: ir.Value, row: ir.Value, depth: ir.Value) -> ir.Value:
+        """The byte (of shared memory) of element (row, K index ``depth``)."""
+        return b.add(base, b.add(b.mul(row, _const(self.row_bytes)), b.mul(depth, _const(self.element_bytes))))
+
+    def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
+        return self.element(b, base, coords[1 - self.k_dim], coords[self.k_dim])
+
+
+def swizzled_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
+                  may_transpose: bool) -> SwizzledTile | None:
+    """The wgmma tile of an operand whose elements are spread by ``layout`` (its registers, or
+    the chunks its copies move): stored along the dimension they run when the type may be
+    transposed (16-bit), else along K (dimension ``k_dim``); None when no swizzle fits."""
+    element = lt.byte_size(lt.memory_type(mlir_type))
+    runs = [L.run_length(layout, shape, d) for d in (0, 1)]
+    inner = k_dim
+    if may_transpose and runs[1 - k_dim] > runs[k_dim]:
+        inner = 1 - k_dim
+    width = swizzle_bytes(shape[inner] * element)
+    if not width or shape[1 - inner] % 8:
+        return None
+    return SwizzledTile(tuple(shape), inner, k_dim, element, width)
+
+
+def store_registers(k: GPUKernel, dist: Dist, tile: Any, base: ir.Value) -> None:
+    """Every thread writes its elements of ``dist`` into ``tile`` at ``base``, in vectors of up
+    to 16 bytes along the tile's inner dimension (one element at a time across it)."""
+    b = k.b
+    run = L.run_length(dist.layout, dist.shape, tile.inner)
+    vector = max(1, min(run, 16 // tile.element_bytes))
+    coords = k.coordinates(dist.layout, dist.shape)
+    smem = k.hooks.shared_base(b)
+    for start in range(0, len(dist.values), vector):
+        pointer = b.gep(smem, [tile.address(b, base, coords[start])], source_etype=lt.I8)
+        values = [b.zext(v, lt.I8) if v.type == lt.I1 else v for v in dist.values[start:start + vector]]
+        if vector == 1:
+            b.store(values[0], pointer)
+            continue
+        packed = ir.Constant(ir.VectorType(values[0].type, vector), None)
+        for i, v in enumerate(values):
+            packed = b.insert_element(packed, v, _const(i))
+        b.store(packed, pointer).align = vector * tile.element_bytes
+
+
+def copy_global(k: GPUKernel, pointers: list[ir.Value], masks: list[ir.Value] | None,
+                layout: L.Layout, shape: tuple[int, int], vector: int, tile: Any, base: ir.Value) -> None:
+    """Every thread copies its chunks of ``vector`` elements from global memory (``pointers``,
+    in ``layout``) into ``tile`` at ``base`` with ``cp.async``; where ``masks`` is off, zeros."""
+    b = k.b
+    nbytes = vector * tile.element_bytes
+    text = f"cp.async.{'cg' if nbytes == 16 else 'ca'}.shared.global [$0], [$1], {nbytes}, $2;"
+    coords = k.coordinates(layout, shape)
+    smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
+    for start in range(0, len(pointers), vector):
+        address = b.add(smem, tile.address(b, base, coords[start]))
+        size = _const(nbytes)
+        if masks is not None:
+            size = b.select(masks[start], size, _const(0))
+        asm(b, text, [], [address, pointers[start], size])
+
+
+def read_registers(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout, shape: tuple[int, int],
+                   storage: ir.Type) -> list[ir.Value]:
+    """The elements of a tile, as a `Dist` of ``layout`` holds them (one load each)."""
+    b = k.b
+    smem = k.hooks.shared_base(b)
+    loaded = lt.I8 if storage == lt.I1 else storage
+    values = []
+    for c in k.coordinates(layout, shape):
+        value = b.load(b.gep(smem, [tile.address(b, base, c)], source_etype=lt.I8), typ=loaded)
+        values.append(b.trunc(value, lt.I1) if storage == lt.I1 else value)
+    return values

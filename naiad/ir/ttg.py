@@ -1,0 +1,54 @@
+"""The ops of Triton's GPU dialect (``ttg``) that Naiad's TTGIR holds.
+
+``ttg.async_load`` is what the pipelining pass of a GPU backend turns a dot operand's load into
+(`naiad.backends.cuda.pipeline`): the value is fetched asynchronously into a slot of a ring of
+shared-memory buffers and read from there by the dots it feeds, several iterations after it
+was asked for, so that the loads of later iterations overlap the dots of earlier ones.  Its
+meaning, for any other reader, is ``tt.load(ptr, mask, other)``.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import I32, IntegerAttr, StringAttr, TensorType, i32
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import (IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def,
+                       result_def, traits_def)
+from xdsl.traits import MemoryReadEffect
+from xdsl.utils.exceptions import VerifyException
+
+from naiad.ir.tt import BoolLike, PtrLike, loaded_type
+
+
+@irdl_op_definition
+class AsyncLoadOp(IRDLOperation):
+    """``tt.load(ptr, mask, other)``, staged in slot ``slot`` (of ``stages``) of the ring buffer
+    named ``ring``.  ``other`` is zeros (what an asynchronous copy leaves where the mask is off);
+    the result is used only as tensor-core dot operands and carried by loops to them."""
+
+    name = "ttg.async_load"
+
+    ptr = operand_def(PtrLike)
+    mask = operand_def(BoolLike)
+    other = operand_def(TensorType)
+    slot = operand_def(I32)
+    result = result_def(TensorType)
+    ring = prop_def(StringAttr)
+    stages = prop_def(IntegerAttr)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$ptr `,` $mask `,` $other `slot` $slot attr-dict `:` type($ptr) `,` "
+                       "type($mask) `,` type($other) `->` type($result)")
+
+    def __init__(self, ptr: SSAValue, mask: SSAValue, other: SSAValue, slot: SSAValue, ring: str,
+                 stages: int):
+        super().__init__(operands=[ptr, mask, other, slot], result_types=[loaded_type(ptr.type)],
+                         properties={"ring": StringAttr(ring), "stages": IntegerAttr(stages, i32)})
+
+    def verify_(self) -> None:
+        if self.result.type != loaded_type(self.ptr.type) or self.other.type != self.result.type:
+            raise VerifyException(f"ttg.async_load of {self.ptr.type} must give and fill "
+                                  f"{loaded_type(self.ptr.type)}")
+
+
+TTG = Dialect("ttg", [AsyncLoadOp])
