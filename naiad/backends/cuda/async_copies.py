@@ -23,7 +23,7 @@ import llvmlite.ir as ir
 from xdsl.dialects import scf
 
 from naiad.backends.cuda.mma_layouts import NvidiaMma
-from naiad.backends.cuda.shared_tiles import PaddedTile, copy_global, read_registers, swizzled_tile
+from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu import ops_memory
@@ -110,7 +110,7 @@ def tile_for(k: GPUKernel, dot: tt.DotOp, index: int, layout: L.Layout, shape: t
     mma = L.parse_layout(dot.attributes["ttg.mma"].data)
     k_dim = 1 - index
     if mma.version == 2:
-        return PaddedTile(tuple(shape), k_dim, lt.byte_size(lt.memory_type(mlir_type)))
+        return padded_tile(layout, shape, mlir_type, k_dim, index == 1)
     transposable = lt.byte_size(lt.memory_type(mlir_type)) == 2
     return swizzled_tile(layout, shape, mlir_type, k_dim, transposable)
 
@@ -139,17 +139,17 @@ def prepare(k: GPUKernel) -> None:
 
 
 def _live_span(op: AsyncLoadOp) -> list[Any]:
-    """The ops, in the block of the loop that consumes ``op``'s ring (or in ``op``'s own),
-    from ``op`` (or the loop) on to that loop: while they are lowered the ring is live."""
+    """The ops of ``op``'s block from ``op`` on to the one that holds the dot reading its
+    value (the loop it is carried to); while they are lowered its ring is live.  A load
+    inside that loop: the loop."""
     loop = op.parent_op()
-    if isinstance(loop, scf.ForOp) and op.parent_block() is loop.body.block:
-        return [loop]                       # the load inside the loop: the loop
+    if isinstance(loop, scf.ForOp):
+        return [loop]
+    consumer = _consumer(op.results[0])
     span, current = [], op
     while current is not None:
         span.append(current)
-        if isinstance(current, scf.ForOp) and any(
-                isinstance(inner, AsyncLoadOp) and inner.ring.data == op.ring.data
-                for inner in current.body.block.ops):
+        if consumer is not None and current.is_ancestor(consumer[0]):
             break
         current = current.next_op
     return span

@@ -94,11 +94,12 @@ def _feeds_mma_dot(load: tt.LoadOp) -> tt.DotOp | None:
     return dot
 
 
-def _copyable(load: tt.LoadOp, info: dict) -> bool:
-    """Whether the lowering can copy ``load`` into the tile its dot reads: 16-byte (at least
-    4-byte) chunks along the dimension its pointers run, which must be K unless the elements
-    are 16-bit (those tiles may be transposed), and a swizzle that fits the tile."""
-    dot = _feeds_mma_dot(load)
+def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp | None = None) -> bool:
+    """Whether the lowering can copy ``load`` into the tile ``dot`` (by default its one user)
+    reads: 16-byte (at least 4-byte) chunks along the dimension its pointers run, which must
+    be K unless the elements are 16-bit (those tiles may be transposed), and a swizzle that
+    fits the tile."""
+    dot = dot or _feeds_mma_dot(load)
     shape = load.results[0].type.get_shape()
     element = lt.byte_size(lt.memory_type(load.results[0].type))
     ptr = info.get(load.ptr) or AxisInfo.unknown(2)
@@ -107,11 +108,11 @@ def _copyable(load: tt.LoadOp, info: dict) -> bool:
     vector = min(ptr.contiguity[along], 16 // element, max(1, ptr.divisibility[along] // element))
     if mask is not None:
         vector = min(vector, mask.constancy[along])
-    k_dim = 1 if next(iter(load.results[0].uses)).index == 0 else 0
+    k_dim = 1 if next(u for u in load.results[0].uses if u.operation is dot).index == 0 else 0
     if vector * element < 4 or (element != 2 and along != k_dim):
         return False
     if "versionMajor = 2" in dot.attributes["ttg.mma"].data:
-        return along == k_dim                # mma.sync tiles are K-major
+        return along == k_dim or k_dim == 0      # mma.sync: B may be transposed (ldmatrix.trans)
     inner = along if element == 2 else k_dim
     return bool(swizzle_bytes(shape[inner] * element)) and shape[1 - inner] % 8 == 0
 
@@ -182,11 +183,43 @@ def _async_load(load: tt.LoadOp, mapping: dict, valid: SSAValue, slot: SSAValue,
     return _insert(before, AsyncLoadOp(ptr, mask, other, slot, ring, stages))
 
 
+def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> bool:
+    """A load before the loop whose value every iteration's dot takes as an operand (the Q
+    tile of attention) goes to shared memory once, as a one-slot ``ttg.async_load``, rather
+    than being stored there again in every iteration."""
+    changed = False
+    dots = [op for op in loop.body.block.ops if isinstance(op, tt.DotOp) and "ttg.mma" in op.attributes]
+    for dot in dots:
+        for value in (dot.a, dot.b):
+            load = value.owner
+            if not isinstance(load, tt.LoadOp) or load.parent_block() is not loop.parent_block() or \
+                    len(value.type.get_shape()) != 2 or load.isVolatile.value.data or \
+                    (load.other is not None and splat_value(load.other) != 0) or \
+                    any(not (isinstance(u.operation, tt.DotOp) and u.index < 2 and
+                             "ttg.mma" in u.operation.attributes) for u in value.uses) or \
+                    not _copyable(load, info, dot):
+                continue
+            zero = _constant(load, 0, i32)
+            valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
+            staged = _async_load(load, {}, valid, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
+                                 load.parent_block(), load)
+            value.replace_all_uses_with(staged)
+            load.detach()
+            load.erase()
+            changed = True
+    return changed
+
+
+def _count_ops(loop: scf.ForOp) -> int:
+    return sum(1 for op in loop.parent_block().ops if isinstance(op, AsyncLoadOp))
+
+
 def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -> bool:
     body = loop.body.block
+    hoisted = _hoist_invariant_operands(loop, ring_prefix, info)
     loads, recurrences = _candidates(body, info)
     if not loads:
-        return False
+        return hoisted
     ahead = stages - 1
     recurrences = sorted(recurrences, key=lambda a: a.index)
     yields = body.last_op

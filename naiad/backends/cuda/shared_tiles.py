@@ -10,8 +10,9 @@ slot moves it at run time):
   pattern on address bits, the tile being 1024-byte aligned).  A warp's 16-byte stores or
   copies of consecutive rows fall in different banks, and wgmma reads it through a matrix
   descriptor.
-- `PaddedTile`, for mma.sync: K-major rows with 16 bytes of padding after each, so that a
-  warp's 32-bit fragment loads (8 rows, 4 column pairs) fall in 32 banks.
+- `PaddedTile`, for mma.sync: rows along one dimension (K, or for B the dimension its
+  elements run) with 16 bytes of padding after each, so that the eight 16-byte rows one
+  ``ldmatrix`` reads fall in different banks.
 
 An operand gets into a tile from registers (`store_registers`) or straight from global memory
 (`copy_global`, ``cp.async``: no registers, and the copy runs while the threads go on).
@@ -92,27 +93,35 @@ class SwizzledTile:
 @dataclasses.dataclass(frozen=True)
 class PaddedTile:
     shape: tuple[int, int]
+    inner: int
     k_dim: int
     element_bytes: int
 
     @property
     def row_bytes(self) -> int:
-        return self.shape[self.k_dim] * self.element_bytes + 16
+        return self.shape[self.inner] * self.element_bytes + 16
 
     @property
     def size_bytes(self) -> int:
-        return self.shape[1 - self.k_dim] * self.row_bytes
+        return self.shape[1 - self.inner] * self.row_bytes
 
     @property
-    def inner(self) -> int:
-        return self.k_dim
-
-    def element(self, b: ir.IRBuilder, base: ir.Value, row: ir.Value, depth: ir.Value) -> ir.Value:
-        """The byte (of shared memory) of element (row, K index ``depth``)."""
-        return b.add(base, b.add(b.mul(row, _const(self.row_bytes)), b.mul(depth, _const(self.element_bytes))))
+    def k_major(self) -> bool:
+        return self.inner == self.k_dim
 
     def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
-        return self.element(b, base, coords[1 - self.k_dim], coords[self.k_dim])
+        """The byte (of shared memory) of the element at tensor coordinates ``coords``."""
+        row, inner = coords[1 - self.inner], coords[self.inner]
+        return b.add(base, b.add(b.mul(row, _const(self.row_bytes)), b.mul(inner, _const(self.element_bytes))))
+
+
+def padded_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
+                may_transpose: bool) -> PaddedTile:
+    """The mma.sync tile of an operand spread by ``layout``: K-major, or along the dimension
+    its elements run when ``may_transpose`` (B: its fragments come through ``ldmatrix.trans``)."""
+    runs = [L.run_length(layout, shape, d) for d in (0, 1)]
+    inner = 1 - k_dim if may_transpose and runs[1 - k_dim] > runs[k_dim] else k_dim
+    return PaddedTile(tuple(shape), inner, k_dim, lt.byte_size(lt.memory_type(mlir_type)))
 
 
 def swizzled_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,

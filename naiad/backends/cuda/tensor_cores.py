@@ -11,9 +11,10 @@ operand already in an mma v3 layout of the dot's warps (attention's probabilitie
 from the first dot's accumulator) is passed from registers: its accumulator registers are the
 A fragments, two to a 32-bit register.
 
-**mma.sync** (sm_80 on, version 2): both operands in `PaddedTile` s, K-major; each warp loads
-its A and B fragments with 32-bit shared loads and issues ``mma.sync.m16n8k16`` per 16x8 tile
-and K step.
+**mma.sync** (sm_80 on, version 2): both operands in `PaddedTile` s (A K-major, B along
+whichever dimension its elements run); each warp loads its A fragments with ``ldmatrix.x4``
+and its B fragments with ``ldmatrix.x2`` (``.trans`` for a B whose rows run along N), then
+issues ``mma.sync.m16n8k16`` per 16x8 tile and K step.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from naiad.backends.cuda import async_copies
 from naiad.backends.cuda.accelerate_matmul import operand_kinds
 from naiad.backends.cuda.async_copies import DeferredLoad, Staged
 from naiad.backends.cuda.mma_layouts import NvidiaMma
-from naiad.backends.cuda.shared_tiles import PaddedTile, copy_global, store_registers, swizzled_tile
+from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, store_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu import ops_dot
@@ -255,39 +256,55 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> None:
     depth = shape_of(op.a)[1]
     a_kind = operand_kinds(op)[0]
     operands = [async_copies.operand(k, op.a), async_copies.operand(k, op.b)]
+    types = (op.a.type, op.b.type)
     (a_tile, b_tile), (a_base, b_base) = _tiles(
-        k, op, operands, lambda i, spread, shape: PaddedTile(tuple(shape), 1 - i, 2))
+        k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i, i == 1))
     _stage(k, op, operands, [a_tile, b_tile], [a_base, b_base], fence=False)
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
     wm, wn = layout.warps_per_cta
     warp_m = b.urem(k.warp, _const(wm))
     warp_n = b.urem(b.udiv(k.warp, _const(wm)), _const(wn))
-    group = b.lshr(k.lane, _const(2))
-    pair = b.mul(b.and_(k.lane, _const(3)), _const(2))
+    # ldmatrix: each lane gives the address of one 16-byte row of the 8x8 matrices it loads
+    row_in = b.and_(k.lane, _const(7))
+    matrix = b.lshr(k.lane, _const(3))
+    smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
     rows, cols = layout.tile()
     reps_m, reps_n = layout.repetitions((m, n))
-    smem = k.hooks.shared_base(b)
 
-    def fragment(tile: PaddedTile, base: ir.Value, row: ir.Value, depth: int) -> ir.Value:
-        at = tile.element(b, base, row, b.add(pair, _const(depth)))
-        return b.load(b.gep(smem, [at], source_etype=lt.I8), typ=lt.I32)
+    def a_fragments(row0: ir.Value, q: int) -> list[ir.Value]:
+        """a0..a3 of rows row0.. and K q..: matrices (rows, K) (0-7, 0-7), (8-15, 0-7),
+        (0-7, 8-15), (8-15, 8-15)."""
+        row = b.add(b.add(row0, row_in), b.mul(b.and_(matrix, _const(1)), _const(8)))
+        depth_ = b.add(_const(q), b.mul(b.lshr(matrix, _const(1)), _const(8)))
+        address = b.add(smem, a_tile.address(b, a_base, [row, depth_]))
+        return unpack(b, asm(b, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+                             [lt.I32] * 4, [address]), 4)
+
+    def b_fragments(col0: ir.Value, q: int) -> list[ir.Value]:
+        """b0, b1 of columns col0.. and K q..: matrices K 0-7 and 8-15, through ``.trans``
+        when the tile's rows run along K."""
+        if b_tile.k_major:               # rows are columns of B: lane l gives column l % 8
+            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(8))), b.add(col0, row_in)]
+            opcode = "ldmatrix.sync.aligned.m8n8.x2.shared.b16"
+        else:                            # rows are K: lane l gives K row l % 16
+            coords = [b.add(_const(q), b.and_(k.lane, _const(15))), col0]
+            opcode = "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"
+        address = b.add(smem, b_tile.address(b, b_base, coords))
+        return unpack(b, asm(b, f"{opcode} {{$0, $1}}, [$2];", [lt.I32] * 2, [address]), 2)
 
     text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{_PTX_TYPE[a_kind]}.{_PTX_TYPE[a_kind]}.f32 "
             "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
     results: list[ir.Value] = []
     for r in range(reps_m):
-        row = b.add(b.add(b.mul(warp_m, _const(16)), _const(r * rows)), group)
-        row8 = b.add(row, _const(8))
+        row0 = b.add(b.mul(warp_m, _const(16)), _const(r * rows))
         for s in range(reps_n):
-            col = b.add(b.add(b.mul(warp_n, _const(8)), _const(s * cols)), group)
+            col0 = b.add(b.mul(warp_n, _const(8)), _const(s * cols))
             first = (r * reps_n + s) * 4
             regs = acc[first:first + 4] if acc else [ir.Constant(lt.F32, 0)] * 4
             for q in range(0, depth, 16):
-                a = [fragment(a_tile, a_base, row, q), fragment(a_tile, a_base, row8, q),
-                     fragment(a_tile, a_base, row, q + 8), fragment(a_tile, a_base, row8, q + 8)]
-                bb = [fragment(b_tile, b_base, col, q), fragment(b_tile, b_base, col, q + 8)]
-                regs = unpack(b, asm(b, text, [lt.F32] * 4, a + bb + regs, effects=False), 4)
+                fragments = a_fragments(row0, q) + b_fragments(col0, q)
+                regs = unpack(b, asm(b, text, [lt.F32] * 4, fragments + regs, effects=False), 4)
             results.extend(regs)
     k.define(result, results)
 

@@ -54,9 +54,9 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     ``axis`` is the function's axis information (`axis_info.analyze`, computed when not given):
     a load or store whose pointers run along another dimension than the last gets a layout
     along that dimension (Triton's coalescing), and its users convert."""
-    layouts: dict[SSAValue, L.Layout] = anchored_layouts(func)
-    asking: list[Any] = [None]           # the op whose rule is running
     axis = analyze(func) if axis is None else axis
+    layouts: dict[SSAValue, L.Layout] = anchored_layouts(func, axis, num_warps, warp_size)
+    asking: list[Any] = [None]           # the op whose rule is running
 
     def default(value: SSAValue) -> L.Layout:
         return L.default_blocked(_shape(value), num_warps, warp_size, _vector(value))
@@ -110,13 +110,23 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     return layouts
 
 
-def anchored_layouts(func: Any) -> dict[SSAValue, L.Layout]:
-    """The layouts that ops fix for their results, before any request: a tensor-core dot's
-    accumulator (its ``ttg.mma`` attribute, written by the backend's TTGIR stage), and what
-    follows from it -- element-wise ops of such a value (the epilogue, attention's scaled
-    scores), and the loop-carried values it becomes (the accumulator across the K loop), so
-    that it keeps its layout from iteration to iteration instead of converting twice in each."""
+def anchored_layouts(func: Any, axis: dict[SSAValue, AxisInfo], num_warps: int,
+                     warp_size: int) -> dict[SSAValue, L.Layout]:
+    """The layouts that ops fix, before any request: a tensor-core dot's accumulator (its
+    ``ttg.mma`` attribute, written by the backend's TTGIR stage); the pointers of a load or
+    store consecutive along another dimension than the last, in a layout along it (Triton's
+    coalescing); and what follows from those -- element-wise ops of an accumulator (the
+    epilogue, attention's scaled scores), and the loop-carried values they become (the
+    accumulator across the K loop, pointers advanced by each iteration), so that a value keeps
+    its layout from iteration to iteration instead of converting twice in each."""
     anchors: dict[SSAValue, L.Layout] = {}
+    for op in func.walk():
+        if isinstance(op, (tt.LoadOp, tt.StoreOp, AsyncLoadOp)) and _tensor(op.ptr):
+            along = _coalesced(op.ptr, None, axis, num_warps, warp_size)
+            if along is not None:
+                anchors.setdefault(op.ptr, along)
+                if not isinstance(op, tt.StoreOp):
+                    anchors.setdefault(op.results[0], along)
     changed = True
     while changed:
         changed = False
@@ -133,6 +143,10 @@ def _anchors_of(op: Any, anchors: dict[SSAValue, L.Layout]) -> list[tuple[SSAVal
     text = op.attributes.get("ttg.mma") if isinstance(op, tt.DotOp) else None
     if text is not None:
         return [(op.results[0], L.parse_layout(text.data))]
+    if isinstance(op, tt.ReduceOp) and op.operands[0] in anchors:
+        # a reduction of an accumulator (attention's row maximum and sum) in its slice
+        slice_ = L.Slice(op.axis.value.data, anchors[op.operands[0]])
+        return [(r, slice_) for r in op.results if _tensor(r)]
     if type(op) in elementwise.RULES and len(op.results) == 1 and _tensor(op.results[0]):
         for operand in op.operands:
             if operand in anchors and _shape(operand) == _shape(op.results[0]):
@@ -142,9 +156,12 @@ def _anchors_of(op: Any, anchors: dict[SSAValue, L.Layout]) -> list[tuple[SSAVal
         loop = op.parent_op()
         found = []
         for i, value in enumerate(op.operands):
-            if value in anchors:
-                found += [(v, anchors[value]) for v in (loop.results[i], loop.body.block.args[i + 1],
-                                                       loop.iter_args[i])]
+            # one loop-carried value: what the body yields, the block argument, the first value
+            # and the result share a layout; the first of them anchored gives it
+            group = (value, loop.body.block.args[i + 1], loop.results[i], loop.iter_args[i])
+            anchored = next((v for v in group if v in anchors), None)
+            if anchored is not None:
+                found += [(v, anchors[anchored]) for v in group]
         return found
     return []
 
@@ -254,10 +271,14 @@ def _yield(op: Any, own: Callable, want: Callable, default: Callable) -> None:
 
 @_rule(tt.DotOp)
 def _dot(op: Any, own: Callable, want: Callable, default: Callable) -> None:
+    """The accumulator in the result's layout; a tensor-core dot (``ttg.mma``) takes its
+    operands in any layout (it stages them in shared memory, or reads an mma-layout A from
+    registers), the FMA rule in the default one."""
     layout = own(op.results[0])
     want(op.c, layout)
-    want(op.a, default(op.a))
-    want(op.b, default(op.b))
+    if "ttg.mma" not in op.attributes:
+        want(op.a, default(op.a))
+        want(op.b, default(op.b))
 
 
 @_rule(tt.MakeRangeOp, tt.SplatOp)
