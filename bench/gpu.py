@@ -12,6 +12,11 @@ under the real ``import triton``; the same launch code then runs either module. 
   written once.  Every Naiad and Triton result is checked against torch before it is timed;
   then the median over repeats of the time between two torch.cuda.Events around one call
   (after warmup calls; no L2 flush, the sizes are far larger than L2).
+* compute (matmul_*, attention_*): TFLOP/s of the tutorial-03 matmul kernel (fp16, bf16, fp8,
+  tf32, int8; square and skinny decode-time shapes, each with the config Triton's tutorial
+  uses for it) and of an online-softmax attention forward kernel (D 64 and 128, causal or
+  not), against torch's matmul (cuBLAS; ``_scaled_mm`` for fp8) and SDPA.  Flops = 2 M N K
+  (attention: 4 B H N^2 D, halved when causal); every result is checked against torch first.
 * launch: host time of one warm launch of a 64-element kernel with grid (1,): time.perf_counter
   over N back-to-back launches followed by torch.cuda.synchronize, divided by N; median of
   repeats, the frameworks timed in turn in each repeat.
@@ -152,6 +157,70 @@ def embedding_kernel(indices_ptr, table_ptr, out_ptr, dim, BLOCK_SIZE: tl.conste
     index = tl.load(indices_ptr + row)
     values = tl.load(table_ptr + index * dim + cols, mask=mask)
     tl.store(out_ptr + row.to(tl.int64) * dim + cols, values, mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, ACC_TYPE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=ACC_TYPE)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    c = acc.to(c_ptr.dtype.element_ty)
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+@triton.jit
+def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        k = tl.load(K + base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
+        qk = tl.dot(q, k)
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        l_i = l_i * alpha + l_ij
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(tl.float16))
 '''
 
 
@@ -232,6 +301,26 @@ def launch_embedding(k, indices, table, out):
                                            num_warps=row_warps(block))
 
 
+def launch_matmul(k, a, b, out, config):
+    """Tutorial 03's launch with one config: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)."""
+    (m, kk), n = a.shape, b.shape[1]
+    bm, bn, bk, warps, stages = config
+    acc = k.tl.int32 if a.dtype == torch.int8 else k.tl.float32
+    k.matmul_kernel[(naiad.cdiv(m, bm) * naiad.cdiv(n, bn),)](
+        a, b, out, m, n, kk, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
+        out.stride(1), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
+        ACC_TYPE=acc, num_warps=warps, num_stages=stages)
+
+
+def launch_attention(k, q, kk, v, out, config):
+    """The online-softmax forward kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages, causal)."""
+    z, h, n_ctx, d = q.shape
+    bm, bn, warps, stages, causal = config
+    k.attention_kernel[(n_ctx // bm, z * h)](q, kk, v, out, 1 / math.sqrt(d), n_ctx, HEAD_DIM=d,
+                                             BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
+                                             num_warps=warps, num_stages=stages)
+
+
 # -- workloads --------------------------------------------------------------------------------
 @dataclass
 class Workload:
@@ -244,6 +333,7 @@ class Workload:
     rtol: float = 0.0
     atol: float = 0.0
     goal: tuple[str, float] | None = None    # on the ratio Naiad / Triton (GB/s)
+    flops: int = 0                  # when set, the row is TFLOP/s of these, not GB/s
 
 
 SOFTMAX_COLS = 4096
@@ -313,6 +403,64 @@ def make_embedding(quick: bool) -> Workload:
     return Workload(f"embedding {count} of {vocab}x{dim} fp32", 8 * count + 2 * 4 * count * dim,
                     (indices, table), empty(count, dim), launch_embedding,
                     torch.nn.functional.embedding)
+
+
+MATMUL_CONFIGS = {    # (M, N, K, dtype, B transposed, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages))
+    "matmul_fp16_4096": (4096, 4096, 4096, "float16", False, (128, 128, 32, 4, 3)),
+    "matmul_fp16_8192": (8192, 8192, 8192, "float16", False, (128, 256, 64, 8, 3)),
+    "matmul_bf16_8192": (8192, 8192, 8192, "bfloat16", False, (128, 256, 64, 8, 3)),
+    "matmul_fp8_8192": (8192, 8192, 8192, "float8_e4m3fn", True, (128, 256, 128, 8, 3)),
+    "matmul_tf32_4096": (4096, 4096, 4096, "float32", False, (128, 128, 32, 4, 3)),
+    "matmul_int8_8192": (8192, 8192, 8192, "int8", True, (128, 256, 128, 8, 3)),
+    "matmul_m16": (16, 8192, 8192, "float16", False, (16, 128, 128, 4, 4)),
+    "matmul_m64": (64, 8192, 8192, "float16", False, (64, 128, 128, 4, 4)),
+    "matmul_m128": (128, 8192, 8192, "float16", False, (128, 128, 64, 4, 4)),
+}
+
+
+def make_matmul(name: str, quick: bool) -> Workload:
+    m, n, kk, dtype, transposed, config = MATMUL_CONFIGS[name]
+    if quick:
+        m, n, kk = (max(16, m // 2), n // 2, kk // 2) if m > 128 else (m, n // 2, kk // 2)
+    kind = getattr(torch, dtype)
+    if kind == torch.int8:
+        a = torch.randint(-8, 8, (m, kk), device="cuda", dtype=kind)
+        b = torch.randint(-8, 8, (n, kk) if transposed else (kk, n), device="cuda", dtype=kind)
+    else:
+        a = randn(m, kk).to(kind)
+        b = (randn(n, kk) if transposed else randn(kk, n)).to(kind)
+    b = b.T if transposed else b
+    out = torch.empty(m, n, device="cuda", dtype=torch.int32 if kind == torch.int8 else torch.float16)
+
+    def reference(a, b, config):
+        if a.dtype == torch.int8:          # no int8 matmul in torch on CUDA: through floats
+            return (a.float() @ b.float()).to(torch.int32)
+        if a.dtype.itemsize == 1:          # fp8: torch's scaled matmul (cuBLAS), unit scales
+            one = torch.ones((), device="cuda")
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
+        return (a @ b).to(torch.float16)
+
+    title = (f"matmul {dtype} {m}x{n}x{kk}{' (B K-major)' if transposed else ''} "
+             f"{config[0]}x{config[1]}x{config[2]} w{config[3]} s{config[4]}")
+    tolerance = 0.0 if kind == torch.int8 else 3e-2
+    return Workload(title, 0, (a, b, config), out, launch_matmul, reference, rtol=tolerance,
+                    atol=tolerance * math.sqrt(kk), goal=(">=", 1.0), flops=2 * m * n * kk)
+
+
+def make_attention(head_dim: int, causal: bool, quick: bool) -> Workload:
+    z, h, n_ctx = (2, 16, 2048) if quick else (4, 32, 4096)
+    q, k, v = (randn(z, h, n_ctx, head_dim).to(torch.float16) for _ in range(3))
+    config = (128, 64, 4 if head_dim == 64 else 8, 3, causal)
+    title = f"attention fwd B{z} H{h} N{n_ctx} D{head_dim}{' causal' if causal else ''}"
+    return Workload(title, 0, (q, k, v, config), torch.empty_like(q), launch_attention,
+                    lambda q, k, v, config: torch.nn.functional.scaled_dot_product_attention(
+                        q, k, v, is_causal=causal), rtol=1e-2, atol=1e-2, goal=(">=", 1.0),
+                    flops=4 * z * h * n_ctx * n_ctx * head_dim // (2 if causal else 1))
+
+
+COMPUTE = {**{name: functools.partial(make_matmul, name) for name in MATMUL_CONFIGS},
+           **{f"attention_d{d}{'_causal' if c else ''}": functools.partial(make_attention, d, c)
+              for d in (64, 128) for c in (False, True)}}
 
 
 BANDWIDTH = {"add": make_add, "softmax": make_softmax, "layernorm": make_layernorm,
@@ -385,11 +533,13 @@ def gpu_median_ms(fn: Callable[[], Any], s: Settings) -> float:
 
 
 def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings) -> list[Row]:
+    """GB/s (or TFLOP/s, for a workload of ``flops``) of torch and each framework's kernel."""
     w = make(s.quick)
-    row = Row(w.title, "GB/s", {}, [], w.goal)
+    amount, unit = (w.flops / 1e3, "TFLOP/s") if w.flops else (w.bytes, "GB/s")
+    row = Row(w.title, unit, {}, [], w.goal)
     try:
         expected = w.reference(*w.args)
-        row.values["torch"] = w.bytes / gpu_median_ms(lambda: w.reference(*w.args), s) / 1e6
+        row.values["torch"] = amount / gpu_median_ms(lambda: w.reference(*w.args), s) / 1e6
     except Exception as e:      # noqa: BLE001 -- a row reports its failure, the run goes on
         row.failures.append(f"torch FAIL: {first_line(e)}")
         return [row]
@@ -399,7 +549,7 @@ def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings)
             w.out.fill_(math.nan)
             run()
             check(w.out, expected, w.rtol, w.atol)
-            row.values[framework] = w.bytes / gpu_median_ms(run, s) / 1e6
+            row.values[framework] = amount / gpu_median_ms(run, s) / 1e6
         except Exception as e:  # noqa: BLE001
             row.failures.append(f"{framework} FAIL: {first_line(e)}")
     return [row]
@@ -509,6 +659,7 @@ def compile_rows(kernels: dict, s: Settings) -> list[Row]:
 
 BENCHMARKS: dict[str, Callable[[dict, Settings], list[Row]]] = {
     **{name: functools.partial(bandwidth_rows, make) for name, make in BANDWIDTH.items()},
+    **{name: functools.partial(bandwidth_rows, make) for name, make in COMPUTE.items()},
     "launch": launch_rows, "compile": compile_rows}
 NAMES = list(BENCHMARKS)
 

@@ -62,9 +62,9 @@ def splat_value(value: SSAValue) -> Number | None:
     owner = value.owner
     if isinstance(owner, tt.SplatOp):
         return splat_value(owner.src)
-    if isinstance(owner, (arith.ExtFOp, arith.TruncFOp)):
-        # a float widened keeps its value; a zero narrowed too (``other=0.0`` of a bf16 load,
-        # whose narrowing no folder does: there is no bf16 constant to fold it into)
+    if isinstance(owner, (arith.ExtFOp, arith.TruncFOp, tt.FpToFpOp)):
+        # a float widened keeps its value; a zero converted to any float type too (``other=0.0``
+        # of a bf16 or fp8 load, which no folder narrows: there is no such constant to fold to)
         number = splat_value(owner.operands[0])
         return number if isinstance(owner, arith.ExtFOp) or number == 0 else None
     attr = constant_attr(value)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import llvmlite.ir as ir
+from xdsl.dialects import scf
 
 from naiad.backends.cuda import async_copies
 from naiad.backends.cuda.accelerate_matmul import operand_kinds
@@ -30,7 +31,7 @@ from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, store_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu import ops_dot
+from naiad.codegen.gpu import ops_control, ops_dot
 from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, Dist, GPUKernel, shape_of
 from naiad.codegen.gpu.ptx_asm import asm, unpack
 from naiad.ir import tt
@@ -242,9 +243,46 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
                 regs = unpack(b, asm(b, text, [acc_type] * per, a_inputs + [b_desc, scale], tied=regs), per)
             results.extend(regs)
     asm(b, "wgmma.commit_group.sync.aligned;", [], [])
-    waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
+    carried = None if a_regs is not None else _carried_result(op)
+    if carried is None:
+        waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
+        k.define(result, unpack(b, waited, len(results)))
+        return True
+    # The accumulator goes on to the next iteration's wgmma while this group runs: wait for the
+    # previous group only (its tiles may then be overwritten, once every warpgroup is there),
+    # and for this one after the loop (`lower_for`).
+    waited = asm(b, "wgmma.wait_group.sync.aligned 1;", [acc_type] * len(results), [], tied=results)
     k.define(result, unpack(b, waited, len(results)))
+    k.hooks.barrier(b)
+    k.state.setdefault("wgmma_in_flight", set()).add(carried)
     return True
+
+
+def _carried_result(op: Any) -> Any:
+    """The loop result a dot's accumulator becomes when the dot is the one update of a loop's
+    carried accumulator (``acc = tl.dot(a, b, acc)`` in a K loop), else None."""
+    loop = op.parent_op()
+    result = op.results[0]
+    uses = list(result.uses)
+    if not isinstance(loop, scf.ForOp) or len(uses) != 1 or not isinstance(uses[0].operation, scf.YieldOp):
+        return None
+    index = uses[0].index
+    if op.c is not loop.body.block.args[index + 1] or len(list(op.c.uses)) != 1:
+        return None
+    return loop.results[index]
+
+
+def lower_for(k: GPUKernel, op: Any) -> None:
+    """The shared rule; then the wgmma groups still running on the loop's accumulators are
+    waited for."""
+    ops_control.lower_for(k, op)
+    running = k.state.get("wgmma_in_flight", set())
+    for result in op.results:
+        if result in running:
+            dist = k.env[result]
+            waited = asm(k.b, "wgmma.wait_group.sync.aligned 0;", [dist.values[0].type] * len(dist.values),
+                         [], tied=dist.values)
+            k.env[result] = Dist(dist.layout, dist.shape, unpack(k.b, waited, len(dist.values)))
 
 
 # -- mma.sync --------------------------------------------------------------------------------------
@@ -312,4 +350,4 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> None:
 #: The cuda backend's rule table: the shared rules, with tensor-core dots, the loads that feed
 #: them, and the pipelined loads.
 RULES = {**SHARED_RULES, tt.DotOp: lower_dot, tt.LoadOp: async_copies.lower_load,
-         AsyncLoadOp: async_copies.lower_async_load}
+         AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for}

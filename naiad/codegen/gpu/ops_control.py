@@ -80,7 +80,8 @@ def _lower_body(k: GPUKernel, block: Any) -> list:
 
 
 @rule(scf.ForOp)
-def _for(k: GPUKernel, op: Any) -> None:
+def lower_for(k: GPUKernel, op: Any) -> None:
+    """The shared rule of ``scf.for`` (a backend's own wraps it)."""
     b = k.b
     lb, ub, step = (k.scalar(v) for v in (op.lb, op.ub, op.step))
     body_block = op.body.block
