@@ -301,7 +301,7 @@ def launch_embedding(k, indices, table, out):
                                            num_warps=row_warps(block))
 
 
-def launch_matmul(k, a, b, out, config):
+def launch_matmul(k, a, b, config, out):
     """Tutorial 03's launch with one config: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)."""
     (m, kk), n = a.shape, b.shape[1]
     bm, bn, bk, warps, stages = config
@@ -312,7 +312,7 @@ def launch_matmul(k, a, b, out, config):
         ACC_TYPE=acc, num_warps=warps, num_stages=stages)
 
 
-def launch_attention(k, q, kk, v, out, config):
+def launch_attention(k, q, kk, v, config, out):
     """The online-softmax forward kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages, causal)."""
     z, h, n_ctx, d = q.shape
     bm, bn, warps, stages, causal = config
@@ -433,6 +433,8 @@ def make_matmul(name: str, quick: bool) -> Workload:
     out = torch.empty(m, n, device="cuda", dtype=torch.int32 if kind == torch.int8 else torch.float16)
 
     def reference(a, b, config):
+        if a.dtype == torch.float32:       # the kernels' dots round to tf32: so does cuBLAS here
+            torch.backends.cuda.matmul.allow_tf32 = True
         if a.dtype == torch.int8:          # no int8 matmul in torch on CUDA: through floats
             return (a.float() @ b.float()).to(torch.int32)
         if a.dtype.itemsize == 1:          # fp8: torch's scaled matmul (cuBLAS), unit scales
@@ -532,6 +534,12 @@ def gpu_median_ms(fn: Callable[[], Any], s: Settings) -> float:
     return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
+def poison(out) -> None:
+    """Fill ``out`` with what no kernel writes by accident (NaN; -1 for integers), so that a
+    kernel which skips elements fails the check."""
+    out.fill_(math.nan if out.dtype.is_floating_point else -1)
+
+
 def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings) -> list[Row]:
     """GB/s (or TFLOP/s, for a workload of ``flops``) of torch and each framework's kernel."""
     w = make(s.quick)
@@ -546,7 +554,7 @@ def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings)
     for framework, k in kernels.items():
         run = functools.partial(w.launch, k, *w.args, w.out)
         try:
-            w.out.fill_(math.nan)
+            poison(w.out)
             run()
             check(w.out, expected, w.rtol, w.atol)
             row.values[framework] = amount / gpu_median_ms(run, s) / 1e6

@@ -169,6 +169,15 @@ def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
     k.env[result] = Staged(ring, offset)
 
 
+def drain(k: GPUKernel, loop: scf.ForOp) -> None:
+    """After a pipelined loop: its last copies (for iterations past the end, zero-filling
+    their slots) may still be landing, in shared memory the rings give back to what follows
+    the loop; every thread waits for its own, then for all the others'."""
+    if any(isinstance(op, AsyncLoadOp) for op in loop.body.block.ops):
+        asm(k.b, "cp.async.wait_group 0;", [], [])
+        k.hooks.barrier(k.b)
+
+
 def lower_load(k: GPUKernel, op: Any) -> None:
     """A load that only feeds the tensor-core dot next to it is deferred to the dot; any
     other is the shared rule's."""

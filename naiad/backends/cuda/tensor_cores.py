@@ -243,7 +243,11 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
                 regs = unpack(b, asm(b, text, [acc_type] * per, a_inputs + [b_desc, scale], tied=regs), per)
             results.extend(regs)
     asm(b, "wgmma.commit_group.sync.aligned;", [], [])
-    carried = None if a_regs is not None else _carried_result(op)
+    # A group may run on past its iteration only when the next iteration writes none of the
+    # tiles it reads: its operands come from rings (the slot refilled next is the one the
+    # group before used), not from the scratch, which the next iteration stores into.
+    from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
+    carried = _carried_result(op) if from_rings else None
     if carried is None:
         waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
         k.define(result, unpack(b, waited, len(results)))
@@ -273,9 +277,10 @@ def _carried_result(op: Any) -> Any:
 
 
 def lower_for(k: GPUKernel, op: Any) -> None:
-    """The shared rule; then the wgmma groups still running on the loop's accumulators are
-    waited for."""
+    """The shared rule; then the loop's last copies are waited for, and so are the wgmma
+    groups still running on its accumulators."""
     ops_control.lower_for(k, op)
+    async_copies.drain(k, op)
     running = k.state.get("wgmma_in_flight", set())
     for result in op.results:
         if result in running:
