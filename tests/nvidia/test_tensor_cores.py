@@ -104,9 +104,9 @@ def attention(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl
 # -- which instruction each dot gets (CI: PTX only) -------------------------------------------------
 
 _TYPES = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int8": "*i8", "e4m3": "*fp8e4nv",
-          "e5m2": "*fp8e5"}
+          "e5m2": "*fp8e5", "fp16acc": "*fp16"}
 _OUT = {"fp16": "*fp32", "bf16": "*fp32", "fp32": "*fp32", "int8": "*i32", "e4m3": "*fp32",
-        "e5m2": "*fp32"}
+        "e5m2": "*fp32", "fp16acc": "*fp16"}        # fp16acc: fp16 operands, out_dtype=fp16
 
 
 def _compile_tile(dtype, m, n, k, warps, *, precision="tf32", arch=90, has_acc=False):
@@ -129,6 +129,7 @@ WGMMA_CASES = [
     ("int8", 64, 64, 64, 4, "m64n64k32.s32.s8.s8"),
     ("e4m3", 64, 128, 64, 4, "m64n128k32.f32.e4m3.e4m3"),
     ("e5m2", 64, 64, 32, 4, "m64n64k32.f32.e5m2.e5m2"),
+    ("fp16acc", 64, 64, 32, 4, "m64n64k16.f16.f16.f16"),
 ]
 
 
@@ -144,25 +145,49 @@ def test_dots_compile_to_wgmma(dtype, m, n, k, warps, instruction):
     assert "mma.sync" not in ptx
 
 
-MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90), ("bf16", 32, 32, 16, 4, 90), ("fp16", 128, 128, 32, 4, 80),
-                  ("fp16", 64, 64, 64, 2, 90)]
+MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),
+                  ("bf16", 32, 32, 16, 4, 90, 16, "f32.bf16.bf16.f32"),
+                  ("fp16", 128, 128, 32, 4, 80, 16, "f32.f16.f16.f32"),
+                  ("fp16", 64, 64, 64, 2, 90, 16, "f32.f16.f16.f32"),
+                  ("fp16acc", 16, 64, 32, 4, 90, 16, "f16.f16.f16.f16"),
+                  ("fp32", 32, 32, 32, 4, 90, 8, "f32.tf32.tf32.f32"),
+                  ("fp32", 16, 64, 16, 2, 80, 8, "f32.tf32.tf32.f32"),
+                  ("int8", 32, 32, 64, 4, 90, 32, "satfinite.s32.s8.s8.s32"),
+                  ("e4m3", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),      # widened to fp16
+                  ("e5m2", 32, 32, 32, 4, 80, 16, "f32.f16.f16.f32")]
 
 
-@pytest.mark.parametrize("dtype, m, n, k, warps, arch", MMA_SYNC_CASES,
+@pytest.mark.parametrize("dtype, m, n, k, warps, arch, k_instr, types", MMA_SYNC_CASES,
                          ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-w{c[4]}-sm{c[5]}" for c in MMA_SYNC_CASES])
-def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch):
+def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch, k_instr, types):
     ptx = _compile_tile(dtype, m, n, k, warps, arch=arch).asm["ptx"]
-    kind = "f16" if dtype == "fp16" else "bf16"
-    count = ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32")
-    assert count == (m // 16) * (n // 8) * (k // 16) // warps      # a warp's share
+    count = ptx.count(f"mma.sync.aligned.m16n8k{k_instr}.row.col.{types}")
+    assert count == (m // 16) * (n // 8) * (k // k_instr) // warps      # a warp's share
     assert "wgmma" not in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 
 @pytest.mark.parametrize("dtype, precision, m, warps", [("fp32", "ieee", 64, 4), ("fp16", "tf32", 16, 8),
-                                                        ("fp16", "tf32", 8, 4)])
+                                                        ("fp16", "tf32", 8, 4), ("fp32", "tf32", 8, 4)])
 def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, warps):
     ptx = _compile_tile(dtype, m, 16, 16, warps, precision=precision).asm["ptx"]
     assert "mma" not in ptx.replace("fma", "")
+
+
+SPLIT_CASES = [(p, m, w) for p in ("bf16x3", "bf16x6", "tf32x3") for m, w in ((64, 4), (32, 4))]
+
+
+@pytest.mark.parametrize("precision, m, warps", SPLIT_CASES)
+def test_split_precisions_run_on_tensor_cores(precision, m, warps):
+    """fp32 dots in bf16x3 / bf16x6 / tf32x3: 3 or 6 bf16 or tf32 tensor-core dots
+    (naiad/passes/split_f32_dots.py)."""
+    kernel = _compile_tile("fp32", m, 64, 32, warps, precision=precision)
+    part = "tf32" if precision == "tf32x3" else "bf16"
+    k_instr = 8 if part == "tf32" else 16
+    assert kernel.asm["ttgir"].count("tt.dot") == (6 if precision == "bf16x6" else 3)
+    opcode = (f"wgmma.mma_async.sync.aligned.m64n64k{k_instr}.f32.{part}.{part}" if m == 64 else
+              f"mma.sync.aligned.m16n8k{k_instr}.row.col.f32.{part}.{part}.f32")
+    assert opcode in kernel.asm["ptx"]
 
 
 def test_the_mma_layout_is_in_the_ttgir():
@@ -238,7 +263,7 @@ def _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b):
         make = lambda *s: torch.randint(-8, 8, s, device="cuda", generator=gen, dtype=torch.int8)  # noqa: E731
     else:
         tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
-                  "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+                  "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "fp16acc": torch.float16}[dtype]
         make = lambda *s: (torch.randn(s, device="cuda", generator=gen) * 0.5).to(tdtype)  # noqa: E731
     a = make(k, m).T if transpose_a else make(m, k)
     b = make(n, k).T if transpose_b else make(k, n)
@@ -254,7 +279,7 @@ def _reference(torch, a, b):
 GPU_CASES = [(d, m, n, k, w, ta, tb)
              for d, m, n, k, w, _ in WGMMA_CASES for ta, tb in ((False, False), (False, True), (True, False))
              if not (ta and d not in ("fp16", "bf16"))]
-GPU_CASES += [(d, m, n, k, w, False, tb) for d, m, n, k, w, arch in MMA_SYNC_CASES if arch == 90
+GPU_CASES += [(d, m, n, k, w, False, tb) for d, m, n, k, w, arch, *_ in MMA_SYNC_CASES if arch == 90
               for tb in (False, True)]
 
 
@@ -265,7 +290,7 @@ GPU_CASES += [(d, m, n, k, w, False, tb) for d, m, n, k, w, arch in MMA_SYNC_CAS
 def test_dot_against_torch(gpu, dtype, m, n, k, warps, transpose_a, transpose_b):
     torch = gpu
     a, b = _torch_inputs(torch, dtype, m, n, k, transpose_a, transpose_b)
-    out_dtype = torch.int32 if dtype == "int8" else torch.float32
+    out_dtype = {"int8": torch.int32, "fp16acc": torch.float16}.get(dtype, torch.float32)
     out = torch.full((m, n), -7, device="cuda", dtype=out_dtype)
     acc = torch.zeros((m, n), device="cuda", dtype=out_dtype)
     dot_tile[(1,)](a, b, acc, out, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M=m, N=n, K=k,
@@ -276,7 +301,23 @@ def test_dot_against_torch(gpu, dtype, m, n, k, warps, transpose_a, transpose_b)
         return
     error = (out.double() - expected).norm() / expected.norm()
     # fp8 products are exact in fp32, but Hopper's fp8 wgmma adds them with fewer mantissa bits
-    assert error < (2e-3 if dtype in ("fp32", "fp16", "bf16") else 2e-4), error.item()
+    # and fp16 accumulation rounds every partial sum to fp16
+    tolerance = {"fp32": 2e-3, "fp16": 2e-3, "bf16": 2e-3, "fp16acc": 1e-2}.get(dtype, 2e-4)
+    assert error < tolerance, error.item()
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("precision, m, warps", SPLIT_CASES)
+def test_split_precisions_against_torch(gpu, precision, m, warps):
+    torch = gpu
+    a, b = _torch_inputs(torch, "fp32", m, 64, 32, False, False)
+    out = torch.full((m, 64), float("nan"), device="cuda")
+    acc = torch.zeros((m, 64), device="cuda")
+    dot_tile[(1,)](a, b, acc, out, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M=m, N=64, K=32,
+                   HAS_ACC=False, PRECISION=precision, num_warps=warps)
+    expected = _reference(torch, a, b)
+    error = ((out.double() - expected).abs().max() / expected.abs().max()).item()
+    assert error < 2e-5, error            # one tf32 dot is ~1e-3 off
 
 
 @pytest.mark.usefixtures("gpu")

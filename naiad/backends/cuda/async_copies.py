@@ -109,9 +109,9 @@ def tile_for(k: GPUKernel, dot: tt.DotOp, index: int, layout: L.Layout, shape: t
     when wgmma cannot read one."""
     mma = L.parse_layout(dot.attributes["ttg.mma"].data)
     k_dim = 1 - index
-    if mma.version == 2:
-        return padded_tile(layout, shape, mlir_type, k_dim, index == 1)
     transposable = lt.byte_size(lt.memory_type(mlir_type)) == 2
+    if mma.version == 2:                 # only B, through ldmatrix.trans
+        return padded_tile(layout, shape, mlir_type, k_dim, index == 1 and transposable)
     return swizzled_tile(layout, shape, mlir_type, k_dim, transposable)
 
 

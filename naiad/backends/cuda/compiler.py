@@ -142,9 +142,10 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     next stage assigns layouts again, so an edited TTGIR needs neither)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
 
-    from naiad.backends.cuda.accelerate_matmul import accelerate_matmul
+    from naiad.backends.cuda.accelerate_matmul import accelerate_matmul, dot_shape, layout_for
     from naiad.backends.cuda.pipeline import pipeline
     from naiad.passes import run_passes
+    from naiad.passes.split_f32_dots import split_f32_dots
     from naiad.codegen.gpu.conversions import remove_redundant_conversions
     from naiad.ir import tt
 
@@ -154,6 +155,8 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
     for func in module.body.ops:
         if not isinstance(func, tt.FuncOp) or not func.body.blocks:
             continue
+        split_f32_dots(func, lambda dot, part: layout_for((part, part, "f32"), dot_shape(dot),
+                                                           options.num_warps, target.arch) is not None)
         accelerate_matmul(func, options.num_warps, target.arch)
         if pipeline(func, options.num_stages):
             run_passes(module, ("cse", "dce"))

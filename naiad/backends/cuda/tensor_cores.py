@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 from xdsl.dialects import scf
 
 from naiad.backends.cuda import async_copies
-from naiad.backends.cuda.accelerate_matmul import operand_kinds
+from naiad.backends.cuda.accelerate_matmul import MMA_SYNC, operand_kinds
 from naiad.backends.cuda.async_copies import DeferredLoad, Staged
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, store_registers, swizzled_tile
@@ -54,8 +54,7 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
     layout = k.layout_of(op.results[0])
     if isinstance(layout, NvidiaMma) and layout.version == 3 and _wgmma(k, op, layout):
         return
-    if isinstance(layout, NvidiaMma) and layout.version == 2:
-        _mma_sync(k, op, layout)
+    if isinstance(layout, NvidiaMma) and layout.version == 2 and _mma_sync(k, op, layout):
         return
     _fma(k, op)
 
@@ -206,7 +205,7 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         return False
     (a_tile, b_tile), (a_base, b_base) = placed
     _stage(k, op, [None if a_regs else a_held, b_held], [a_tile, b_tile], [a_base, b_base], fence=True)
-    acc_type = lt.I32 if c_kind == "i32" else lt.F32
+    acc_type = _ACC_REGISTER[c_kind]
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
     warps_m = layout.warps_per_cta[0]
@@ -214,7 +213,8 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     group_n = b.lshr(k.warp, _const(warps_m.bit_length() - 1))
     rows, cols = layout.tile()
     reps_m, reps_n = layout.repetitions((m, n))
-    per = layout.n // 2                        # accumulator registers of one instruction
+    elements = layout.n // 2                   # a thread's accumulator elements per instruction
+    per = elements // 2 if c_kind == "f16" else elements     # ... in registers
     opcode = (f"wgmma.mma_async.sync.aligned.m64n{layout.n}k{k_instr}."
               f"{_PTX_TYPE[c_kind]}.{_PTX_TYPE[a_kind]}.{_PTX_TYPE[b_kind]}")
     trans_b = int(not b_tile.k_major)
@@ -226,8 +226,9 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         row = b.add(b.mul(group_m, _const(64)), _const(r * rows))
         for s in range(reps_n):
             col = b.add(b.mul(group_n, _const(layout.n)), _const(s * cols))
-            first = (r * reps_n + s) * per
-            regs = acc[first:first + per] if acc else [ir.Constant(acc_type, 0)] * per
+            first = (r * reps_n + s) * elements
+            regs = (_pack_accumulator(k, acc[first:first + elements], c_kind) if acc
+                    else [ir.Constant(acc_type, 0)] * per)
             for q in range(depth // k_instr):
                 scale = _const(0 if (zero and q == 0) else 1)
                 b_desc = _descriptor(k, b_tile, b_tile.block_start(b, b_base, col, q * k_instr))
@@ -245,12 +246,13 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     asm(b, "wgmma.commit_group.sync.aligned;", [], [])
     # A group may run on past its iteration only when the next iteration writes none of the
     # tiles it reads: its operands come from rings (the slot refilled next is the one the
-    # group before used), not from the scratch, which the next iteration stores into.
+    # group before used), not from the scratch, which the next iteration stores into.  (An
+    # fp16 accumulator's registers are unpacked at once: its group is waited for here.)
     from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
-    carried = _carried_result(op) if from_rings else None
+    carried = _carried_result(op) if from_rings and c_kind != "f16" else None
     if carried is None:
         waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
-        k.define(result, unpack(b, waited, len(results)))
+        k.define(result, _unpack_accumulator(k, unpack(b, waited, len(results)), c_kind))
         return True
     # The accumulator goes on to the next iteration's wgmma while this group runs: wait for the
     # previous group only (its tiles may then be overwritten, once every warpgroup is there),
@@ -292,43 +294,52 @@ def lower_for(k: GPUKernel, op: Any) -> None:
 
 # -- mma.sync --------------------------------------------------------------------------------------
 
-def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> None:
+def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
+    """Lower ``op`` on mma.sync; False (nothing emitted) for operand types it has no
+    instruction for (an edited TTGIR's layout on an fp8 dot, say)."""
     b = k.b
     result = op.results[0]
     m, n = shape_of(result)
     depth = shape_of(op.a)[1]
-    a_kind = operand_kinds(op)[0]
+    a_kind, _, c_kind = operand_kinds(op)
+    if (a_kind, c_kind) not in MMA_SYNC:
+        return False
+    k_instr, suffix = MMA_SYNC[(a_kind, c_kind)]
+    element = 32 // k_instr                    # bytes: each K step is 32 bytes of every row
     operands = [async_copies.operand(k, op.a), async_copies.operand(k, op.b)]
     types = (op.a.type, op.b.type)
     (a_tile, b_tile), (a_base, b_base) = _tiles(
-        k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i, i == 1))
+        k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i,
+                                                                i == 1 and element == 2))
     _stage(k, op, operands, [a_tile, b_tile], [a_base, b_base], fence=False)
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
     wm, wn = layout.warps_per_cta
     warp_m = b.urem(k.warp, _const(wm))
     warp_n = b.urem(b.udiv(k.warp, _const(wm)), _const(wn))
-    # ldmatrix: each lane gives the address of one 16-byte row of the 8x8 matrices it loads
+    # ldmatrix: each lane gives the address of one 16-byte row of the 8x8 (b16) matrices it
+    # loads; a thread's fragments are then 4 bytes of a row, whatever the element type
     row_in = b.and_(k.lane, _const(7))
     matrix = b.lshr(k.lane, _const(3))
+    half = 16 // element                       # elements in 16 bytes: the second K half
     smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
     rows, cols = layout.tile()
     reps_m, reps_n = layout.repetitions((m, n))
 
     def a_fragments(row0: ir.Value, q: int) -> list[ir.Value]:
-        """a0..a3 of rows row0.. and K q..: matrices (rows, K) (0-7, 0-7), (8-15, 0-7),
-        (0-7, 8-15), (8-15, 8-15)."""
+        """a0..a3 of rows row0.. and the K step at q: (rows, K bytes) (0-7, 0-15), (8-15,
+        0-15), (0-7, 16-31), (8-15, 16-31)."""
         row = b.add(b.add(row0, row_in), b.mul(b.and_(matrix, _const(1)), _const(8)))
-        depth_ = b.add(_const(q), b.mul(b.lshr(matrix, _const(1)), _const(8)))
+        depth_ = b.add(_const(q), b.mul(b.lshr(matrix, _const(1)), _const(half)))
         address = b.add(smem, a_tile.address(b, a_base, [row, depth_]))
         return unpack(b, asm(b, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
                              [lt.I32] * 4, [address]), 4)
 
     def b_fragments(col0: ir.Value, q: int) -> list[ir.Value]:
-        """b0, b1 of columns col0.. and K q..: matrices K 0-7 and 8-15, through ``.trans``
-        when the tile's rows run along K."""
+        """b0, b1 of columns col0.. and the K step at q: K bytes 0-15 and 16-31, through
+        ``.trans`` when the tile's rows run along K (16-bit types only)."""
         if b_tile.k_major:               # rows are columns of B: lane l gives column l % 8
-            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(8))), b.add(col0, row_in)]
+            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(half))), b.add(col0, row_in)]
             opcode = "ldmatrix.sync.aligned.m8n8.x2.shared.b16"
         else:                            # rows are K: lane l gives K row l % 16
             coords = [b.add(_const(q), b.and_(k.lane, _const(15))), col0]
@@ -336,20 +347,50 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> None:
         address = b.add(smem, b_tile.address(b, b_base, coords))
         return unpack(b, asm(b, f"{opcode} {{$0, $1}}, [$2];", [lt.I32] * 2, [address]), 2)
 
-    text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{_PTX_TYPE[a_kind]}.{_PTX_TYPE[a_kind]}.f32 "
-            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    count = 2 if c_kind == "f16" else 4        # accumulator registers (fp16: two to one)
+    register = _ACC_REGISTER[c_kind]
+    outputs = ", ".join(f"${i}" for i in range(count))
+    text = (f"mma.sync.aligned.m16n8k{k_instr}.{suffix} {{{outputs}}}, "
+            f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}, {{${count + 4}, ${count + 5}}}, "
+            f"{{{', '.join(f'${count + 6 + i}' for i in range(count))}}};")
     results: list[ir.Value] = []
     for r in range(reps_m):
         row0 = b.add(b.mul(warp_m, _const(16)), _const(r * rows))
         for s in range(reps_n):
             col0 = b.add(b.mul(warp_n, _const(8)), _const(s * cols))
             first = (r * reps_n + s) * 4
-            regs = acc[first:first + 4] if acc else [ir.Constant(lt.F32, 0)] * 4
-            for q in range(0, depth, 16):
+            regs = (_pack_accumulator(k, acc[first:first + 4], c_kind) if acc
+                    else [ir.Constant(register, 0)] * count)
+            for q in range(0, depth, k_instr):
                 fragments = a_fragments(row0, q) + b_fragments(col0, q)
-                regs = unpack(b, asm(b, text, [lt.F32] * 4, fragments + regs, effects=False), 4)
-            results.extend(regs)
+                regs = unpack(b, asm(b, text, [register] * count, fragments + regs, effects=False), count)
+            results.extend(_unpack_accumulator(k, regs, c_kind))
     k.define(result, results)
+    return True
+
+
+#: The register type of each accumulator kind in the instructions (fp16: pairs in a b32).
+_ACC_REGISTER = {"f32": lt.F32, "i32": lt.I32, "f16": lt.I32}
+
+
+def _pack_accumulator(k: GPUKernel, values: list[ir.Value], c_kind: str) -> list[ir.Value]:
+    """An accumulator's elements as the instruction's registers: fp16 column pairs packed."""
+    if c_kind != "f16":
+        return list(values)
+    return [_pack_pair(k, values[i:i + 2]) for i in range(0, len(values), 2)]
+
+
+def _unpack_accumulator(k: GPUKernel, registers: list[ir.Value], c_kind: str) -> list[ir.Value]:
+    """The inverse of `_pack_accumulator`."""
+    if c_kind != "f16":
+        return list(registers)
+    b = k.b
+    values = []
+    for register in registers:
+        for shift in (0, 16):
+            bits = b.trunc(b.lshr(register, _const(shift)) if shift else register, lt.I16)
+            values.append(b.bitcast(bits, lt.F16))
+    return values
 
 
 #: The cuda backend's rule table: the shared rules, with tensor-core dots, the loads that feed
