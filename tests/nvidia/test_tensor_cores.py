@@ -40,6 +40,16 @@ def dot_tile(a_ptr, b_ptr, c_ptr, out_ptr, stride_am, stride_ak, stride_bk, stri
 
 
 @naiad.jit
+def imprecise_dot(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                  LIMIT: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rn[None, :] * K + rk[:, None])          # B K-major
+    acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, acc, max_num_imprecise_acc=LIMIT))
+
+
+@naiad.jit
 def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
            stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -154,7 +164,9 @@ MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),
                   ("fp32", 16, 64, 16, 2, 80, 8, "f32.tf32.tf32.f32"),
                   ("int8", 32, 32, 64, 4, 90, 32, "satfinite.s32.s8.s8.s32"),
                   ("e4m3", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),      # widened to fp16
-                  ("e5m2", 32, 32, 32, 4, 80, 16, "f32.f16.f16.f32")]
+                  ("e5m2", 32, 32, 32, 4, 80, 16, "f32.f16.f16.f32"),
+                  ("fp16", 16, 16, 16, 8, 90, 16, "f32.f16.f16.f32"),       # warps repeat the tiles
+                  ("int8", 32, 32, 128, 16, 90, 32, "satfinite.s32.s8.s8.s32")]
 
 
 @pytest.mark.parametrize("dtype, m, n, k, warps, arch, k_instr, types", MMA_SYNC_CASES,
@@ -162,13 +174,14 @@ MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),
 def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch, k_instr, types):
     ptx = _compile_tile(dtype, m, n, k, warps, arch=arch).asm["ptx"]
     count = ptx.count(f"mma.sync.aligned.m16n8k{k_instr}.row.col.{types}")
-    assert count == (m // 16) * (n // 8) * (k // k_instr) // warps      # a warp's share
+    tiles = (m // 16) * (n // 8)
+    assert count == max(1, tiles // warps) * (k // k_instr)          # a warp's share
     assert "wgmma" not in ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 
-@pytest.mark.parametrize("dtype, precision, m, warps", [("fp32", "ieee", 64, 4), ("fp16", "tf32", 16, 8),
-                                                        ("fp16", "tf32", 8, 4), ("fp32", "tf32", 8, 4)])
+@pytest.mark.parametrize("dtype, precision, m, warps", [("fp32", "ieee", 64, 4), ("fp16", "tf32", 8, 4),
+                                                        ("fp32", "tf32", 8, 4)])
 def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, warps):
     ptx = _compile_tile(dtype, m, 16, 16, warps, precision=precision).asm["ptx"]
     assert "mma" not in ptx.replace("fma", "")
@@ -188,6 +201,22 @@ def test_split_precisions_run_on_tensor_cores(precision, m, warps):
     opcode = (f"wgmma.mma_async.sync.aligned.m64n64k{k_instr}.f32.{part}.{part}" if m == 64 else
               f"mma.sync.aligned.m16n8k{k_instr}.row.col.f32.{part}.{part}.f32")
     assert opcode in kernel.asm["ptx"]
+
+
+def _compile_imprecise(limit, dtype="*fp8e5"):
+    signature = {"a_ptr": dtype, "b_ptr": dtype, "c_ptr": "*fp32", "out_ptr": "*fp32", "M": "constexpr",
+                 "N": "constexpr", "K": "constexpr", "LIMIT": "constexpr"}
+    source = ASTSource(imprecise_dot, signature, {"M": 64, "N": 64, "K": 128, "LIMIT": limit}, {})
+    return naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+@pytest.mark.parametrize("limit, groups", [(0, 0), (32, 4), (64, 2), (128, 1)])
+def test_max_num_imprecise_acc_adds_each_group_in_fp32(limit, groups):
+    """fp8 wgmma adds with fewer bits than fp32: every ``limit`` K the group's sum joins the
+    accumulator by an fp32 add -- one per element and group (Triton's test counts them)."""
+    ptx = _compile_imprecise(limit).asm["ptx"]
+    assert ptx.count("add.f32") == 64 * 64 // 128 * groups
+    assert ptx.count("wgmma.commit_group.sync.aligned") == max(groups, 1)
 
 
 def test_the_mma_layout_is_in_the_ttgir():
@@ -304,6 +333,20 @@ def test_dot_against_torch(gpu, dtype, m, n, k, warps, transpose_a, transpose_b)
     # and fp16 accumulation rounds every partial sum to fp16
     tolerance = {"fp32": 2e-3, "fp16": 2e-3, "bf16": 2e-3, "fp16acc": 1e-2}.get(dtype, 2e-4)
     assert error < tolerance, error.item()
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("limit", [0, 32, 128])
+@pytest.mark.parametrize("dtype", ["e5m2", "e4m3"])
+def test_max_num_imprecise_acc_against_torch(gpu, dtype, limit):
+    torch = gpu
+    a, b = _torch_inputs(torch, dtype, 64, 64, 128, False, True)
+    acc = torch.randn((64, 64), device="cuda")
+    out = torch.full((64, 64), float("nan"), device="cuda")
+    kernel = imprecise_dot[(1,)](a, b, acc, out, M=64, N=64, K=128, LIMIT=limit)
+    assert "wgmma.mma_async" in kernel.asm["ptx"]
+    expected = _reference(torch, a, b) + acc.double()
+    assert ((out.double() - expected).norm() / expected.norm()) < 2e-4
 
 
 @pytest.mark.usefixtures("gpu")

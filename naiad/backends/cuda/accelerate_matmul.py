@@ -103,9 +103,8 @@ def _mma_sync_layout(kinds: tuple, shape: tuple[int, int, int], num_warps: int) 
             wn *= 2
         else:
             break
-    if wm * wn < num_warps:                       # warps would only repeat the work
-        return None
-    return NvidiaMma(2, (wm, wn), (16, 8))
+    # more warps than 16x8 tiles: the rest repeat the tiles (the layout's warp bases wrap)
+    return NvidiaMma(2, (wm, wn * (num_warps // (wm * wn))), (16, 8))
 
 
 def layout_for(kinds: tuple, shape: tuple[int, ...], num_warps: int, arch: int) -> NvidiaMma | None:

@@ -179,8 +179,10 @@ def drain(k: GPUKernel, loop: scf.ForOp) -> None:
 
 
 def lower_load(k: GPUKernel, op: Any) -> None:
-    """A load that only feeds the tensor-core dot next to it is deferred to the dot; any
-    other is the shared rule's."""
+    """A load in a loop (one the pipeliner left alone) that only feeds the tensor-core dot
+    next to it is deferred to the dot, which copies it straight into shared memory; any other
+    is the shared rule's (outside loops, as in Triton: vector loads into registers, then
+    stores into the tile -- as fast, once)."""
     deferred = _deferrable(k, op)
     if deferred is None:
         ops_memory.load(k, op)
@@ -190,7 +192,8 @@ def lower_load(k: GPUKernel, op: Any) -> None:
 
 def _deferrable(k: GPUKernel, op: Any) -> DeferredLoad | None:
     result = op.results[0]
-    if not is_tensor(result) or len(shape_of(result)) != 2 or op.isVolatile.value.data:
+    if not is_tensor(result) or len(shape_of(result)) != 2 or op.isVolatile.value.data or \
+            not isinstance(op.parent_op(), scf.ForOp):
         return None
     uses = list(result.uses)
     if len(uses) != 1:

@@ -220,30 +220,52 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     trans_b = int(not b_tile.k_major)
     flags = _flags(a_kind, None if a_regs else int(not a_tile.k_major), trans_b)
     outputs = "{" + ", ".join(f"${i}" for i in range(per)) + "}"
-    results: list[ir.Value] = []
-    asm(b, "wgmma.fence.sync.aligned;", [], [])
-    for r in range(reps_m):
-        row = b.add(b.mul(group_m, _const(64)), _const(r * rows))
-        for s in range(reps_n):
-            col = b.add(b.mul(group_n, _const(layout.n)), _const(s * cols))
-            first = (r * reps_n + s) * elements
-            regs = (_pack_accumulator(k, acc[first:first + elements], c_kind) if acc
-                    else [ir.Constant(acc_type, 0)] * per)
-            for q in range(depth // k_instr):
-                scale = _const(0 if (zero and q == 0) else 1)
-                b_desc = _descriptor(k, b_tile, b_tile.block_start(b, b_base, col, q * k_instr))
-                if a_regs is not None:
-                    a_inputs = a_regs[(r, q)]
-                    a_text = "{" + ", ".join(f"${per + i}" for i in range(4)) + "}"
-                else:
-                    a_inputs = [_descriptor(k, a_tile, a_tile.block_start(b, a_base, row, q * k_instr))]
-                    a_text = f"${per}"
-                b_text, scale_text = f"${per + len(a_inputs)}", f"${per + len(a_inputs) + 1}"
-                text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_text}, 0;\n"
-                        f"{opcode} {outputs}, {a_text}, {b_text}, p{flags};\n}}")
-                regs = unpack(b, asm(b, text, [acc_type] * per, a_inputs + [b_desc, scale], tied=regs), per)
-            results.extend(regs)
-    asm(b, "wgmma.commit_group.sync.aligned;", [], [])
+
+    def issue(steps: range, start: list[ir.Value]) -> list[ir.Value]:
+        """One group: the wgmma of the K ``steps`` for every block of rows and columns, from
+        the accumulator elements ``start`` (none: from zero); committed."""
+        results: list[ir.Value] = []
+        asm(b, "wgmma.fence.sync.aligned;", [], [])
+        for r in range(reps_m):
+            row = b.add(b.mul(group_m, _const(64)), _const(r * rows))
+            for s in range(reps_n):
+                col = b.add(b.mul(group_n, _const(layout.n)), _const(s * cols))
+                first = (r * reps_n + s) * elements
+                regs = (_pack_accumulator(k, start[first:first + elements], c_kind) if start
+                        else [ir.Constant(acc_type, 0)] * per)
+                for i, q in enumerate(steps):
+                    scale = _const(0 if (not start and i == 0) else 1)
+                    b_desc = _descriptor(k, b_tile, b_tile.block_start(b, b_base, col, q * k_instr))
+                    if a_regs is not None:
+                        a_inputs = a_regs[(r, q)]
+                        a_text = "{" + ", ".join(f"${per + i}" for i in range(4)) + "}"
+                    else:
+                        a_inputs = [_descriptor(k, a_tile, a_tile.block_start(b, a_base, row, q * k_instr))]
+                        a_text = f"${per}"
+                    b_text, scale_text = f"${per + len(a_inputs)}", f"${per + len(a_inputs) + 1}"
+                    text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_text}, 0;\n"
+                            f"{opcode} {outputs}, {a_text}, {b_text}, p{flags};\n}}")
+                    regs = unpack(b, asm(b, text, [acc_type] * per, a_inputs + [b_desc, scale], tied=regs), per)
+                results.extend(regs)
+        asm(b, "wgmma.commit_group.sync.aligned;", [], [])
+        return results
+
+    def wait(results: list[ir.Value]) -> list[ir.Value]:
+        waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
+        return _unpack_accumulator(k, unpack(b, waited, len(results)), c_kind)
+
+    steps = depth // k_instr
+    chunk = _imprecise_steps(op, a_kind, k_instr)
+    if chunk is not None:
+        # each group's sum joins the fp32 accumulator by an add of its own
+        total = acc
+        for first_step in range(0, steps, chunk):
+            partial = wait(issue(range(first_step, min(first_step + chunk, steps)), []))
+            # ("contract": there is no product to fuse with; PTX then says add.f32, as Triton's)
+            total = [b.fadd(t, p, flags=("contract",)) for t, p in zip(total, partial)] if total else partial
+        k.define(result, total)
+        return True
+    results = issue(range(steps), acc)
     # A group may run on past its iteration only when the next iteration writes none of the
     # tiles it reads: its operands come from rings (the slot refilled next is the one the
     # group before used), not from the scratch, which the next iteration stores into.  (An
@@ -251,8 +273,7 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
     carried = _carried_result(op) if from_rings and c_kind != "f16" else None
     if carried is None:
-        waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
-        k.define(result, _unpack_accumulator(k, unpack(b, waited, len(results)), c_kind))
+        k.define(result, wait(results))
         return True
     # The accumulator goes on to the next iteration's wgmma while this group runs: wait for the
     # previous group only (its tiles may then be overwritten, once every warpgroup is there),
@@ -262,6 +283,16 @@ def _wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     k.hooks.barrier(b)
     k.state.setdefault("wgmma_in_flight", set()).add(carried)
     return True
+
+
+def _imprecise_steps(op: Any, a_kind: str, k_instr: int) -> int | None:
+    """K steps one group may add up before its sum joins the accumulator in fp32: an fp8 dot
+    with ``max_num_imprecise_acc`` (Hopper's fp8 wgmma adds with fewer mantissa bits than
+    fp32); None for no limit."""
+    limit = op.maxNumImpreciseAcc.value.data
+    if a_kind not in ("e4m3", "e5m2") or limit <= 0:
+        return None
+    return max(1, limit // k_instr)
 
 
 def _carried_result(op: Any) -> Any:
@@ -315,8 +346,9 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
     wm, wn = layout.warps_per_cta
-    warp_m = b.urem(k.warp, _const(wm))
-    warp_n = b.urem(b.udiv(k.warp, _const(wm)), _const(wn))
+    # (warps beyond the tensor's tiles repeat them, as the layout's wrapping warp bases say)
+    warp_m = b.urem(k.warp, _const(min(wm, max(1, m // 16))))
+    warp_n = b.urem(b.udiv(k.warp, _const(wm)), _const(min(wn, max(1, n // 8))))
     # ldmatrix: each lane gives the address of one 16-byte row of the 8x8 (b16) matrices it
     # loads; a thread's fragments are then 4 bytes of a row, whatever the element type
     row_in = b.and_(k.lane, _const(7))
