@@ -235,6 +235,18 @@ def test_num_warps_sets_the_block_size(num_warps):
     assert f'"ttg.num-warps" = {num_warps}' in kernel.asm["ttgir"]
 
 
+@pytest.mark.parametrize("maxnreg", [None, 42, 128])
+def test_maxnreg_is_the_kernels_register_limit(maxnreg):
+    """``maxnreg`` reaches the PTX as the entry's ``.maxnreg`` (Triton's test_maxnreg looks)."""
+    from naiad.compiler.compiler import ASTSource
+    from .conftest import TARGET
+
+    source = ASTSource(add_kernel, ADD_SIG, {"BLOCK": 256}, {})
+    ptx = naiad.compile(source, target=TARGET, options={"maxnreg": maxnreg}).asm["ptx"]
+    found = re.search(r"\.visible \.entry [^{;]*\.maxnreg (\d+)", ptx)
+    assert (found and int(found.group(1))) == (maxnreg or None)
+
+
 @pytest.mark.parametrize("num_warps", [0, 3, 6, 64, -4])
 def test_bad_num_warps_is_a_clear_error(num_warps):
     with pytest.raises(NaiadError, match=rf"num_warps={num_warps}: .*power of two from 1 to 32"):

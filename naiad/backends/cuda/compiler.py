@@ -180,7 +180,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.tensor_cores import RULES
     from naiad.codegen.gpu.kernel import GPUKernel
 
-    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion), options.num_warps,
+    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg), options.num_warps,
                          rules=RULES, prepare=prepare)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data

@@ -64,9 +64,11 @@ class NVPTXHooks(TargetHooks):
     constant_addrspace = 4
     shared_addrspace = 3
 
-    def __init__(self, fp_fusion: bool = True):
-        """``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas)."""
+    def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None):
+        """``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas);
+        ``maxnreg``: the option of that name (the kernel's ``.maxnreg`` in the PTX)."""
         self.float_flags = ("contract",) if fp_fusion else ()
+        self.maxnreg = maxnreg
 
     def prepare_module(self, module: ir.Module) -> None:
         module.triple = TRIPLE
@@ -92,9 +94,10 @@ class NVPTXHooks(TargetHooks):
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")
         module = fn.module
-        annotation = module.add_metadata([fn, ir.MetaDataString(module, "maxntidx"),
-                                          ir.Constant(lt.I32, threads)])
-        module.add_named_metadata("nvvm.annotations", annotation)
+        limits = [("maxntidx", threads)] + ([("maxnreg", self.maxnreg)] if self.maxnreg else [])
+        for name, value in limits:
+            annotation = module.add_metadata([fn, ir.MetaDataString(module, name), ir.Constant(lt.I32, value)])
+            module.add_named_metadata("nvvm.annotations", annotation)
 
     # -- ids, barriers, shuffles, shared memory ------------------------------------------------
     def _special(self, b: ir.IRBuilder, name: str) -> ir.Value:
