@@ -217,10 +217,10 @@ def test_cache_modifier_and_eviction_policy_together():
     _check_binary(kernel)
 
 
-#: Triton type -> (the PTX of an aligned access, as wide as the plain one: 128 bits, 64 for the
-#: bytes the default layout gives 8 per thread; of one element).
-_WIDTHS = {"fp32": (".v4.b32", ".b32"), "fp16": (".v4.b32", ".b16"), "i8": (".v2.b32", ".b8"),
-           "fp64": (".v2.b64", ".b64"), "i1": (".v2.b32", ".b8"), "bf16": (".v4.b32", ".b16")}
+#: Triton type -> (the PTX of an aligned access, as wide as the plain one: 128 bits, bytes
+#: included; of one element).
+_WIDTHS = {"fp32": (".v4.b32", ".b32"), "fp16": (".v4.b32", ".b16"), "i8": (".v4.b32", ".b8"),
+           "fp64": (".v2.b64", ".b64"), "i1": (".v4.b32", ".b8"), "bf16": (".v4.b32", ".b16")}
 
 
 @needs_ptxas

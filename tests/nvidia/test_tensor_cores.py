@@ -140,6 +140,8 @@ WGMMA_CASES = [
     ("e4m3", 64, 128, 64, 4, "m64n128k32.f32.e4m3.e4m3"),
     ("e5m2", 64, 64, 32, 4, "m64n64k32.f32.e5m2.e5m2"),
     ("fp16acc", 64, 64, 32, 4, "m64n64k16.f16.f16.f16"),
+    ("fp16", 64, 8, 16, 4, "m64n8k16.f32.f16.f16"),           # B's 8 columns too few to swizzle
+    ("fp32", 64, 8, 8, 4, "m64n8k8.f32.tf32.tf32"),
 ]
 
 
@@ -166,7 +168,11 @@ MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),
                   ("e4m3", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),      # widened to fp16
                   ("e5m2", 32, 32, 32, 4, 80, 16, "f32.f16.f16.f32"),
                   ("fp16", 16, 16, 16, 8, 90, 16, "f32.f16.f16.f32"),       # warps repeat the tiles
-                  ("int8", 32, 32, 128, 16, 90, 32, "satfinite.s32.s8.s8.s32")]
+                  ("int8", 32, 32, 128, 16, 90, 32, "satfinite.s32.s8.s8.s32"),
+                  ("fp16", 2, 4, 32, 1, 90, 16, "f32.f16.f16.f32"),        # under one tile
+                  ("e5m2", 1, 2, 32, 1, 90, 16, "f32.f16.f16.f32"),
+                  ("fp16", 8, 1, 16, 1, 90, 16, "f32.f16.f16.f32"),
+                  ("fp16acc", 4, 16, 16, 1, 90, 16, "f16.f16.f16.f16")]
 
 
 @pytest.mark.parametrize("dtype, m, n, k, warps, arch, k_instr, types", MMA_SYNC_CASES,
@@ -174,16 +180,17 @@ MMA_SYNC_CASES = [("fp16", 16, 64, 32, 4, 90, 16, "f32.f16.f16.f32"),
 def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch, k_instr, types):
     ptx = _compile_tile(dtype, m, n, k, warps, arch=arch).asm["ptx"]
     count = ptx.count(f"mma.sync.aligned.m16n8k{k_instr}.row.col.{types}")
-    tiles = (m // 16) * (n // 8)
+    tiles = max(1, m // 16) * max(1, n // 8)
     assert count == max(1, tiles // warps) * (k // k_instr)          # a warp's share
     assert "wgmma" not in ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 
-@pytest.mark.parametrize("dtype, precision, m, warps", [("fp32", "ieee", 64, 4), ("fp16", "tf32", 8, 4),
-                                                        ("fp32", "tf32", 8, 4)])
-def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, warps):
-    ptx = _compile_tile(dtype, m, 16, 16, warps, precision=precision).asm["ptx"]
+@pytest.mark.parametrize("dtype, precision, m, k", [("fp32", "ieee", 64, 16), ("fp16", "tf32", 16, 8),
+                                                    ("fp32", "tf32", 16, 4)])
+def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, k):
+    """fp32 in "ieee" precision, and a K under one instruction's."""
+    ptx = _compile_tile(dtype, m, 16, k, 4, precision=precision).asm["ptx"]
     assert "mma" not in ptx.replace("fma", "")
 
 

@@ -93,7 +93,8 @@ def _mma_sync_layout(kinds: tuple, shape: tuple[int, int, int], num_warps: int) 
     if a != b or (a, c) not in MMA_SYNC:
         return None
     m, n, k = shape
-    if m % 16 or n % 8 or k % MMA_SYNC[(a, c)][0]:
+    # M and N multiples of the 16x8 tile, or smaller (the tile's rows and columns then repeat)
+    if (m % 16 and 16 % m) or (n % 8 and 8 % n) or k % MMA_SYNC[(a, c)][0]:
         return None
     wm = wn = 1
     while wm * wn < num_warps:                    # split the dimension with more tiles left

@@ -128,16 +128,18 @@ def swizzled_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_di
                   may_transpose: bool) -> SwizzledTile | None:
     """The wgmma tile of an operand whose elements are spread by ``layout`` (its registers, or
     the chunks its copies move): stored along the dimension they run when the type may be
-    transposed (16-bit), else along K (dimension ``k_dim``); None when no swizzle fits."""
+    transposed (16-bit) and that dimension's rows can be swizzled, else along K (dimension
+    ``k_dim``); None when no swizzle fits."""
     element = lt.byte_size(lt.memory_type(mlir_type))
     runs = [L.run_length(layout, shape, d) for d in (0, 1)]
-    inner = k_dim
+    inners = [k_dim]
     if may_transpose and runs[1 - k_dim] > runs[k_dim]:
-        inner = 1 - k_dim
-    width = swizzle_bytes(shape[inner] * element)
-    if not width or shape[1 - inner] % 8:
-        return None
-    return SwizzledTile(tuple(shape), inner, k_dim, element, width)
+        inners.insert(0, 1 - k_dim)      # ... unless its rows are too short to swizzle
+    for inner in inners:
+        width = swizzle_bytes(shape[inner] * element)
+        if width and shape[1 - inner] % 8 == 0:
+            return SwizzledTile(tuple(shape), inner, k_dim, element, width)
+    return None
 
 
 def store_registers(k: GPUKernel, dist: Dist, tile: Any, base: ir.Value) -> None:

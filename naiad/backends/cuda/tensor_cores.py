@@ -12,9 +12,11 @@ from the first dot's accumulator) is passed from registers: its accumulator regi
 A fragments, two to a 32-bit register.
 
 **mma.sync** (sm_80 on, version 2): both operands in `PaddedTile` s (A K-major, B along
-whichever dimension its elements run); each warp loads its A fragments with ``ldmatrix.x4``
-and its B fragments with ``ldmatrix.x2`` (``.trans`` for a B whose rows run along N), then
-issues ``mma.sync.m16n8k16`` per 16x8 tile and K step.
+whichever dimension its elements run when 16-bit, else K-major); each warp loads its A
+fragments with ``ldmatrix.x4`` and its B fragments with ``ldmatrix.x2`` (``.trans`` for a B
+whose rows run along N) -- 32 bytes of K per step, whatever the type -- then issues
+``mma.sync.m16n8kK`` per 16x8 tile and K step (`accelerate_matmul.MMA_SYNC`).  A dot smaller
+than the tile reads its rows and columns again for the tile's rest.
 """
 
 from __future__ import annotations
@@ -339,9 +341,10 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     element = 32 // k_instr                    # bytes: each K step is 32 bytes of every row
     operands = [async_copies.operand(k, op.a), async_copies.operand(k, op.b)]
     types = (op.a.type, op.b.type)
+    # B is read through ldmatrix.trans only when 16-bit and at least 8 columns wide
     (a_tile, b_tile), (a_base, b_base) = _tiles(
         k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i,
-                                                                i == 1 and element == 2))
+                                                                i == 1 and element == 2 and n >= 8))
     _stage(k, op, operands, [a_tile, b_tile], [a_base, b_base], fence=False)
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
@@ -360,8 +363,9 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
 
     def a_fragments(row0: ir.Value, q: int) -> list[ir.Value]:
         """a0..a3 of rows row0.. and the K step at q: (rows, K bytes) (0-7, 0-15), (8-15,
-        0-15), (0-7, 16-31), (8-15, 16-31)."""
+        0-15), (0-7, 16-31), (8-15, 16-31); rows past a smaller M repeat it."""
         row = b.add(b.add(row0, row_in), b.mul(b.and_(matrix, _const(1)), _const(8)))
+        row = b.and_(row, _const(m - 1)) if m < 16 else row
         depth_ = b.add(_const(q), b.mul(b.lshr(matrix, _const(1)), _const(half)))
         address = b.add(smem, a_tile.address(b, a_base, [row, depth_]))
         return unpack(b, asm(b, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
@@ -371,7 +375,9 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         """b0, b1 of columns col0.. and the K step at q: K bytes 0-15 and 16-31, through
         ``.trans`` when the tile's rows run along K (16-bit types only)."""
         if b_tile.k_major:               # rows are columns of B: lane l gives column l % 8
-            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(half))), b.add(col0, row_in)]
+            col = b.add(col0, row_in)
+            col = b.and_(col, _const(n - 1)) if n < 8 else col      # (a smaller N repeats)
+            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(half))), col]
             opcode = "ldmatrix.sync.aligned.m8n8.x2.shared.b16"
         else:                            # rows are K: lane l gives K row l % 16
             coords = [b.add(_const(q), b.and_(k.lane, _const(15))), col0]
@@ -385,18 +391,25 @@ def _mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     text = (f"mma.sync.aligned.m16n8k{k_instr}.{suffix} {{{outputs}}}, "
             f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}, {{${count + 4}, ${count + 5}}}, "
             f"{{{', '.join(f'${count + 6 + i}' for i in range(count))}}};")
+    # A thread's 4 elements of a tile are (row, col), (row, col + 1), (row + 8, col), (row + 8,
+    # col + 1); for N = 1 or M <= 8 some are repeats the layout does not hold (its register
+    # bases wrap to zero): those bits of the index are dropped.
+    dropped = (1 if n == 1 else 0) | (2 if m <= 8 else 0)
+    kept = [j for j in range(4) if not j & dropped]
     results: list[ir.Value] = []
     for r in range(reps_m):
         row0 = b.add(b.mul(warp_m, _const(16)), _const(r * rows))
         for s in range(reps_n):
             col0 = b.add(b.mul(warp_n, _const(8)), _const(s * cols))
-            first = (r * reps_n + s) * 4
-            regs = (_pack_accumulator(k, acc[first:first + 4], c_kind) if acc
-                    else [ir.Constant(register, 0)] * count)
+            first = (r * reps_n + s) * len(kept)
+            held = acc[first:first + len(kept)]
+            regs = (_pack_accumulator(k, [held[kept.index(j & ~dropped)] for j in range(4)], c_kind)
+                    if acc else [ir.Constant(register, 0)] * count)
             for q in range(0, depth, k_instr):
                 fragments = a_fragments(row0, q) + b_fragments(col0, q)
                 regs = unpack(b, asm(b, text, [register] * count, fragments + regs, effects=False), count)
-            results.extend(_unpack_accumulator(k, regs, c_kind))
+            values = _unpack_accumulator(k, regs, c_kind)
+            results.extend(values[j] for j in kept)
     k.define(result, results)
     return True
 

@@ -186,8 +186,9 @@ def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue
 
 
 def _vector(value: SSAValue) -> int:
-    """Elements of ``value`` one thread holds consecutively: a 128-bit access's worth."""
-    return max(1, min(8, 16 // _element_bytes(value)))
+    """Elements of ``value`` one thread holds consecutively: a 128-bit access's worth (16 for
+    bytes, as Triton's coalescing gives them)."""
+    return max(1, 16 // _element_bytes(value))
 
 
 def _element_bytes(value: SSAValue) -> int:
