@@ -232,6 +232,32 @@ def test_the_mma_layout_is_in_the_ttgir():
            'instrShape = [16, 128, 16]}>"' in ttgir
 
 
+def test_an_edited_mma_layout_in_a_ttgir_override_changes_the_code(tmp_path, monkeypatch):
+    """The lowering reads each dot's ``ttg.mma`` from the TTGIR: an override that turns the
+    wgmma layout into an mma.sync one gets mma.sync."""
+    from naiad.compiler import cache
+
+    for name in ("CACHE", "DUMP", "OVERRIDE"):
+        monkeypatch.setenv(f"NAIAD_{name}_DIR", str(tmp_path / name.lower()))
+    cache._managers.clear()
+    monkeypatch.setenv("NAIAD_KERNEL_DUMP", "1")
+    original = _compile_tile("fp16", 64, 64, 32, 4)
+    assert "wgmma.mma_async" in original.asm["ptx"]
+    dumped = (tmp_path / "dump" / original.hash / "dot_tile.ttgir").read_text()
+    wgmma = "#ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [4, 1], instrShape = [16, 64, 16]}>"
+    mma_sync = "#ttg.nvidia_mma<{versionMajor = 2, versionMinor = 0, warpsPerCTA = [2, 2], instrShape = [16, 8]}>"
+    assert wgmma in dumped
+    folder = tmp_path / "override" / original.hash
+    folder.mkdir(parents=True)
+    (folder / "dot_tile.ttgir").write_text(dumped.replace(wgmma, mma_sync))
+    monkeypatch.setenv("NAIAD_KERNEL_OVERRIDE", "1")
+    edited = _compile_tile("fp16", 64, 64, 32, 4)
+    assert "overrides" in edited.metadata
+    ptx = edited.asm["ptx"]
+    assert "wgmma" not in ptx
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == (64 // 16) * (64 // 8) * 2 // 4
+
+
 @needs_ptxas
 def test_wgmma_cubin_assembles():
     kernel = _compile_tile("fp16", 128, 128, 32, 4)

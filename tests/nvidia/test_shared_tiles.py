@@ -1,0 +1,144 @@
+"""Bank conflicts of the tensor-core tiles in shared memory (naiad/backends/cuda/shared_tiles.py),
+computed from the tiles' own address functions: no GPU needed.
+
+Shared memory has 32 banks of 4 bytes.  A warp's 16-byte accesses are served a quarter-warp
+(8 threads, 128 bytes) at a time: free of conflicts when those 8 chunks fall in 8 different
+16-byte bank groups.  ``ldmatrix`` reads 8 rows of 16 bytes per matrix, one row address per
+lane: the same rule for each 8 lanes.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import pytest
+from xdsl.dialects.builtin import Float16Type, Float32Type, IntegerType, TensorType
+
+from naiad.backends.cuda.shared_tiles import PaddedTile, padded_tile, swizzled_tile
+from naiad.codegen.gpu import layouts as L
+
+pytestmark = pytest.mark.shipped_backends
+
+
+class _Ints:
+    """Stands in for an IRBuilder: the tiles' address arithmetic evaluated on Python ints."""
+
+    @staticmethod
+    def _v(x):
+        return x.constant if isinstance(x, ir.Constant) else x
+
+    def add(self, a, b):
+        return self._v(a) + self._v(b)
+
+    def mul(self, a, b):
+        return self._v(a) * self._v(b)
+
+    def udiv(self, a, b):
+        return self._v(a) // self._v(b)
+
+    def urem(self, a, b):
+        return self._v(a) % self._v(b)
+
+    def and_(self, a, b):
+        return self._v(a) & self._v(b)
+
+    def xor(self, a, b):
+        return self._v(a) ^ self._v(b)
+
+    def lshr(self, a, b):
+        return self._v(a) >> self._v(b)
+
+    def shl(self, a, b):
+        return self._v(a) << self._v(b)
+
+
+def _thread_coordinates(layout: L.Blocked, shape, lane: int, warp: int) -> list[tuple[int, int]]:
+    """The coordinates of a thread's elements in a blocked layout (as the GPU lowering gives
+    them: the thread's base along each dimension plus the element's offset, wrapped)."""
+    base = [0, 0]
+    for d in layout.order:
+        lane_d, lane = lane % layout.threads_per_warp[d], lane // layout.threads_per_warp[d]
+        warp_d, warp = warp % layout.warps_per_cta[d], warp // layout.warps_per_cta[d]
+        base[d] = (warp_d * layout.threads_per_warp[d] + lane_d) * layout.size_per_thread[d]
+    coords = []
+    for element in L.elements(layout, shape):
+        offsets = L.constant_offsets(layout, shape, element)
+        coords.append(tuple((base[d] + offsets[d]) % shape[d] for d in range(2)))
+    return coords
+
+
+def _conflict_free(addresses: list[int]) -> bool:
+    """32 lanes' 16-byte accesses, served 8 lanes at a time."""
+    for phase in range(0, 32, 8):
+        groups = [(a // 16) % 8 for a in addresses[phase:phase + 8]]
+        if len(set(groups)) != 8:
+            return False
+    return True
+
+
+_TYPES = {2: Float16Type(), 4: Float32Type(), 1: IntegerType(8)}
+
+#: (shape, element bytes, which operand: 0 = A (K = dimension 1), 1 = B (K = dimension 0),
+#: the dimension the copied elements run along)
+OPERANDS = [((128, 32), 2, 0, 1), ((128, 64), 2, 0, 1), ((64, 16), 2, 0, 1),
+            ((32, 128), 2, 1, 1), ((64, 256), 2, 1, 1), ((16, 64), 2, 1, 1),
+            ((64, 128), 2, 1, 0), ((128, 128), 1, 0, 1), ((128, 32), 4, 0, 1), ((32, 128), 4, 1, 0)]
+
+
+def _copy_layout(shape, element, along, warps=4):
+    order = (along, 1 - along)
+    return L.default_blocked(shape, warps, 32, 16 // element, order)
+
+
+@pytest.mark.parametrize("shape, element, operand, along", OPERANDS,
+                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}-along{a}" for s, e, o, a in OPERANDS])
+def test_wgmma_tiles_take_16_byte_stores_and_copies_without_conflicts(shape, element, operand, along):
+    """Every 16-byte store (registers) or cp.async chunk a warp writes into a swizzled tile,
+    instruction by instruction."""
+    layout = _copy_layout(shape, element, along)
+    mlir_type = TensorType(_TYPES[element], shape)
+    tile = swizzled_tile(layout, shape, mlir_type, 1 - operand, element == 2)
+    assert tile is not None and tile.inner == along
+    b = _Ints()
+    vector = 16 // element
+    threads = [_thread_coordinates(layout, shape, lane, 0) for lane in range(32)]
+    for start in range(0, len(threads[0]), vector):
+        addresses = [tile.address(b, 0, list(coords[start])) for coords in threads]
+        assert all(a % 16 == 0 for a in addresses)
+        assert _conflict_free(addresses), (start, addresses)
+
+
+def test_the_conflict_check_can_fail():
+    """An unswizzled tile of 128-byte rows puts a column's chunks in one bank group."""
+    addresses = [row * 128 for row in range(32)]
+    assert not _conflict_free(addresses)
+
+
+#: (shape, element bytes, operand) of mma.sync tiles
+MMA_SYNC_OPERANDS = [((64, 32), 2, 0), ((128, 64), 2, 0), ((16, 16), 2, 0), ((32, 64), 2, 1),
+                     ((64, 128), 2, 1), ((32, 32), 4, 0), ((64, 32), 1, 0), ((32, 64), 4, 1)]
+
+
+@pytest.mark.parametrize("shape, element, operand", MMA_SYNC_OPERANDS,
+                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}" for s, e, o in MMA_SYNC_OPERANDS])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_ldmatrix_reads_padded_tiles_without_conflicts(shape, element, operand, transposed):
+    """Each ldmatrix matrix: 8 lanes give 8 consecutive rows of the tile at one 16-byte
+    column (K-major: rows are M or N; a B read through .trans: rows are K)."""
+    if transposed and (operand == 0 or element != 2):
+        pytest.skip("only a 16-bit B is read through ldmatrix.trans")
+    k_dim = 1 - operand
+    inner = (1 - k_dim) if transposed else k_dim
+    tile = PaddedTile(shape, inner, k_dim, element)
+    assert tile == padded_tile(_copy_layout(shape, element, inner), shape, TensorType(_TYPES[element], shape),
+                               k_dim, operand == 1 and element == 2)
+    b = _Ints()
+    rows = shape[1 - inner]
+    for first in range(0, rows, 8):
+        for column in range(0, shape[inner], 16 // element):
+            addresses = []
+            for lane in range(32):                 # four matrices: rows first + lane % 8
+                row = first + lane % 8
+                coords = [0, 0]
+                coords[1 - inner], coords[inner] = row, (column + 16 // element * (lane // 8)) % shape[inner]
+                addresses.append(tile.address(b, 0, coords))
+            assert _conflict_free(addresses), (first, column, addresses)
