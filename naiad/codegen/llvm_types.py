@@ -147,3 +147,26 @@ def bf16_bits(value: float) -> int:
 
 
 _F32_MAX = 3.4028234663852886e38
+
+
+def to_bits(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """A scalar as an integer of its width (floats bitcast): what atomics compare and
+    registers carry."""
+    if isinstance(value.type, ir.IntType):
+        return value
+    return b.bitcast(value, ir.IntType(bit_width(value.type)))
+
+
+def from_bits(b: ir.IRBuilder, bits: ir.Value, storage: ir.Type) -> ir.Value:
+    """The inverse of `to_bits`."""
+    return bits if bits.type == storage else b.bitcast(bits, storage)
+
+
+def pack_vector(b: ir.IRBuilder, values: list[ir.Value], vtype: ir.Type) -> ir.Value:
+    """``values`` as one value of ``vtype``: a vector of them, or the one value itself."""
+    if not isinstance(vtype, ir.VectorType):
+        return values[0]
+    packed = ir.Constant(vtype, None)
+    for j, v in enumerate(values):
+        packed = b.insert_element(packed, v, ir.Constant(I32, j))
+    return packed

@@ -29,7 +29,7 @@ from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu import ops_memory
 from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, shape_of
 from naiad.codegen.gpu.ops_control import Carried
-from naiad.codegen.gpu.ptx_asm import asm
+from naiad.backends.cuda.ptx_asm import asm
 from naiad.ir import tt
 from naiad.ir.ttg import AsyncLoadOp
 from naiad.passes.constants import splat_value

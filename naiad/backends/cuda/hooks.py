@@ -10,8 +10,10 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from naiad.backends.cuda import memory_ptx
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.hooks import NAIAD_FUNCTIONS, TargetHooks, c_base_name
+from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.hooks import NAIAD_FUNCTIONS, c_base_name
 from naiad.ir.types import PointerType
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -57,7 +59,11 @@ def _string(module: ir.Module, text: str) -> ir.Value:
     return glob.bitcast(lt.PTR)
 
 
-class NVPTXHooks(TargetHooks):
+#: Inline-assembly constraint letter -> the LLVM type of its PTX register.
+_REGISTER_TYPES = {"c": lt.I8, "h": lt.I16, "r": lt.I32, "l": lt.I64, "f": lt.F32, "d": lt.F64}
+
+
+class NVPTXHooks(GPUHooks):
     name = "cuda"
     warp_size = 32
     global_addrspace = 1
@@ -146,6 +152,38 @@ class NVPTXHooks(TargetHooks):
             smem.linkage = "external"
             smem.align = 1024            # tensor-core tiles: the swizzle follows the address bits
         return lt.opaque(b, smem, self.shared_addrspace)
+
+    # -- memory with hints, atomics, polling: PTX (`memory_ptx`) ----------------------------------
+    def access_policy(self, k: Any, op: Any, store: bool) -> Any:
+        return memory_ptx.access_policy(k, op, store)
+
+    def load_with_policy(self, k: Any, policy: Any, address: ir.Value, vtype: ir.Type,
+                         nbytes: int) -> ir.Value:
+        return memory_ptx.load_with_policy(k, policy, address, vtype, nbytes)
+
+    def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
+                          nbytes: int) -> None:
+        memory_ptx.store_with_policy(k, policy, address, value, nbytes)
+
+    def atomic_rmw(self, k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:
+        return memory_ptx.atomic_rmw(k, op, address, value)
+
+    def atomic_cas(self, k: Any, op: Any, address: ir.Value, expected: ir.Value,
+                   value: ir.Value) -> ir.Value:
+        return memory_ptx.atomic_cas(k, op, address, expected, value)
+
+    def relaxed_load(self, b: ir.IRBuilder, address: ir.Value, element: ir.Type, scope: str) -> ir.Value:
+        return memory_ptx.relaxed_load(b, address, element, scope)
+
+    def acquire_fence(self, b: ir.IRBuilder, scope: str) -> None:
+        memory_ptx.acquire_fence(b, scope)
+
+    def clock_ns(self, b: ir.IRBuilder) -> ir.Value:
+        return memory_ptx.clock_ns(b)
+
+    def asm_register_type(self, letter: str) -> ir.Type:
+        """PTX register classes; an unknown letter is a 32-bit register."""
+        return _REGISTER_TYPES.get(letter, lt.I32)
 
     def inline_asm(self, ctx: Any, op: Any, args: list[ir.Value]) -> ir.Value:
         """Reached only from combine functions: elsewhere the GPU rule (`ops_asm`) runs it."""

@@ -22,7 +22,7 @@ from naiad.backends.cuda.operand_staging import operand_tiles, stage_operands
 from naiad.backends.cuda.shared_tiles import padded_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.kernel import GPUKernel, shape_of
-from naiad.codegen.gpu.ptx_asm import asm, unpack
+from naiad.backends.cuda.ptx_asm import asm, unpack
 from naiad.passes.constants import splat_value
 
 

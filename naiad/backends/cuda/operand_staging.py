@@ -19,7 +19,7 @@ from naiad.backends.cuda.shared_tiles import copy_global, store_registers
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel
-from naiad.codegen.gpu.ptx_asm import asm
+from naiad.backends.cuda.ptx_asm import asm
 
 
 def _const(value: int) -> ir.Constant:

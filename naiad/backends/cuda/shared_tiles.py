@@ -28,7 +28,7 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import Dist, GPUKernel
-from naiad.codegen.gpu.ptx_asm import asm
+from naiad.backends.cuda.ptx_asm import asm
 
 
 def _const(value: int) -> ir.Constant:

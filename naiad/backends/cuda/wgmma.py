@@ -30,7 +30,7 @@ from naiad.backends.cuda.shared_tiles import swizzled_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import Dist, GPUKernel, shape_of
-from naiad.codegen.gpu.ptx_asm import asm, unpack
+from naiad.backends.cuda.ptx_asm import asm, unpack
 from naiad.passes.constants import splat_value
 
 #: PTX names of the operand kinds (`accelerate_matmul.kind`).

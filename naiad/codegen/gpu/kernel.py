@@ -22,6 +22,7 @@ from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import assign_layouts
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
+from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
 
@@ -48,9 +49,10 @@ def shape_of(value: SSAValue) -> tuple[int, ...]:
 
 
 class GPUKernel:
-    """Lowers the public ``tt.func`` of a TTIR module for ``num_warps`` warps of ``hooks``."""
+    """Lowers the public ``tt.func`` of a TTIR module for ``num_warps`` warps of ``hooks`` (the
+    target's side: `naiad.codegen.gpu.hooks.GPUHooks`)."""
 
-    def __init__(self, module: Any, hooks: Any, num_warps: int,
+    def __init__(self, module: Any, hooks: GPUHooks, num_warps: int,
                  rules: dict[type, Callable[["GPUKernel", Any], None]] | None = None,
                  prepare: Callable[["GPUKernel"], None] | None = None):
         """``rules``: the backend's rule table (the shared `RULES` with its own overrides,

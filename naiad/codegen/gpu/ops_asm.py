@@ -4,10 +4,10 @@ of each thread, as Triton runs it.
 Operands follow Triton's convention: ``$0``.. name the results' registers, then the
 arguments'; an operand narrower than 32 bits carries ``32 // bits`` consecutive elements of the
 pack in one register (four int8s in a ``b32``), wider ones one element per register.  Each
-register is cast to its constraint's type (``r`` i32, ``l`` i64, ``h`` i16, ``c`` i8, ``f``
-f32, ``d`` f64): bit casts for floats given to integer registers, as in Triton's kernels (a
-float32 passed as ``r``).  An impure asm (``is_pure=False``) is a side-effecting call LLVM
-keeps and does not reorder.
+register is cast to its constraint's type, which the target names (`GPUHooks.asm_register_type`;
+on NVIDIA ``r`` i32, ``l`` i64, ``h`` i16, ``c`` i8, ``f`` f32, ``d`` f64): bit casts for floats
+given to integer registers, as in Triton's kernels (a float32 passed as ``r``).  An impure asm
+(``is_pure=False``) is a side-effecting call LLVM keeps and does not reorder.
 """
 
 from __future__ import annotations
@@ -19,13 +19,7 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
-from naiad.codegen.gpu.ptx_asm import from_bits, to_bits
 from naiad.ir import tt
-
-#: Constraint letter -> the LLVM type of its register.
-_REGISTER_TYPES = {"c": lt.I8, "h": ir.IntType(16), "r": lt.I32, "l": lt.I64, "f": lt.F32,
-                   "d": lt.F64}
-
 
 def _per_register(storage: ir.Type, pack: int) -> int:
     return max(1, min(pack, 32 // lt.bit_width(storage)))
@@ -42,7 +36,7 @@ def _cast(b: ir.IRBuilder, value: ir.Value, target: ir.Type) -> ir.Value:
 
 def _pack(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
     """Several elements' bits in one integer, the first in the low bits."""
-    bits = [to_bits(b, v) for v in values]
+    bits = [lt.to_bits(b, v) for v in values]
     if len(bits) == 1:
         return bits[0]
     vector = ir.Constant(ir.VectorType(bits[0].type, len(bits)), None)
@@ -53,12 +47,12 @@ def _pack(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
 
 def _unpack(b: ir.IRBuilder, register: ir.Value, storage: ir.Type, count: int) -> list[ir.Value]:
     width = lt.bit_width(storage)
-    as_int = to_bits(b, register)
+    as_int = lt.to_bits(b, register)
     bits = _cast(b, as_int, ir.IntType(width * count))
     if count == 1:
-        return [from_bits(b, bits, storage)]
+        return [lt.from_bits(b, bits, storage)]
     vector = b.bitcast(bits, ir.VectorType(ir.IntType(width), count))
-    return [from_bits(b, b.extract_element(vector, ir.Constant(lt.I32, i)), storage) for i in range(count)]
+    return [lt.from_bits(b, b.extract_element(vector, ir.Constant(lt.I32, i)), storage) for i in range(count)]
 
 
 def _storage(mlir_type: Any) -> ir.Type:
@@ -91,7 +85,7 @@ def _inline_asm(k: GPUKernel, op: Any) -> None:
         raise NotImplementedError(f"tl.inline_asm_elementwise: the constraints name "
                                   f"{len(operands)} operands, but {len(results)} result(s) and "
                                   f"{len(args)} argument(s) with pack={pack} need {registers}")
-    types = [_REGISTER_TYPES.get(c.lstrip("=")[-1:], lt.I32) for c in operands]
+    types = [k.hooks.asm_register_type(c.lstrip("=")[-1:]) for c in operands]
     n_out = sum(pack // n for n in shapes[:len(outs)])
     ret = ir.VoidType() if n_out == 0 else types[0] if n_out == 1 else ir.LiteralStructType(types[:n_out])
     asm = ir.InlineAsm(ir.FunctionType(ret, types[n_out:]), op.asm_string.data, ",".join(operands + clobbers),

@@ -20,7 +20,6 @@ import llvmlite.ir as ir
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, numel, rule, shape_of
-from naiad.codegen.gpu.ptx_asm import to_bits
 from naiad.ir import arith, tt
 
 
@@ -48,7 +47,7 @@ def _shuffle(k: GPUKernel, value: ir.Value, offset: Any, up: bool = False, index
     move = k.hooks.shuffle_index if index else k.hooks.shuffle_up if up else k.hooks.shuffle_xor
     t = value.type
     width = lt.bit_width(t)
-    as_int = to_bits(k.b, value)
+    as_int = lt.to_bits(k.b, value)
     if width <= 32:
         word = k.b.zext(as_int, lt.I32) if width < 32 else as_int
         moved = move(k.b, word, offset)

@@ -49,15 +49,3 @@ def asm(b: ir.IRBuilder, text: str, results: list[ir.Type], inputs: list[ir.Valu
 def unpack(b: ir.IRBuilder, result: ir.Value, count: int) -> list[ir.Value]:
     """The ``count`` values of an `asm` result (one value, or a struct)."""
     return [result] if count == 1 else [b.extract_value(result, i) for i in range(count)]
-
-
-def to_bits(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    """A scalar as an integer of its width (floats bitcast)."""
-    if isinstance(value.type, ir.IntType):
-        return value
-    return b.bitcast(value, ir.IntType(lt.bit_width(value.type)))
-
-
-def from_bits(b: ir.IRBuilder, bits: ir.Value, storage: ir.Type) -> ir.Value:
-    """The inverse of `to_bits`."""
-    return bits if bits.type == storage else b.bitcast(bits, storage)
