@@ -140,4 +140,4 @@ class GPUHooks(TargetHooks):
     def asm_register_type(self, letter: str) -> ir.Type:
         """The LLVM type of an inline-assembly operand of constraint ``letter`` (NVIDIA: ``r``
         is i32, ``f`` f32...)."""
-        raise self._missing("inline assembly (tl.inline_asm_elementwise)")
+        raise self._missing("asm_register_type (inline assembly: tl.inline_asm_elementwise)")

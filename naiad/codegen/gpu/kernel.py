@@ -12,7 +12,8 @@ only through its `GPUHooks` (thread ids, barriers, shuffles, shared memory, math
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
@@ -26,9 +27,12 @@ from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.gpu.registry import registrar
 from naiad.ir import tt
 
-#: op class -> rule(kernel, op); filled by the ``ops_*`` modules.
-RULES: dict[type, Callable[["GPUKernel", Any], None]] = {}
-rule = registrar(RULES)
+_SHARED_RULES: dict[type, Callable[["GPUKernel", Any], None]] = {}
+rule = registrar(_SHARED_RULES)
+#: op class -> rule(kernel, op); filled by the ``ops_*`` modules.  Read-only: a backend lowers
+#: with a table of its own (``{**RULES, OpClass: its_rule}``, passed to `GPUKernel`), so that
+#: replacing a rule never changes another backend's lowering in the same process.
+RULES: Mapping[type, Callable[["GPUKernel", Any], None]] = MappingProxyType(_SHARED_RULES)
 
 
 @dataclasses.dataclass
@@ -53,7 +57,7 @@ class GPUKernel:
     target's side: `naiad.codegen.gpu.hooks.GPUHooks`)."""
 
     def __init__(self, module: Any, hooks: GPUHooks, num_warps: int,
-                 rules: dict[type, Callable[["GPUKernel", Any], None]] | None = None,
+                 rules: Mapping[type, Callable[["GPUKernel", Any], None]] | None = None,
                  prepare: Callable[["GPUKernel"], None] | None = None):
         """``rules``: the backend's rule table (the shared `RULES` with its own overrides,
         e.g. its tensor-core ``tt.dot``); the shared table when None.  ``prepare(kernel)`` runs
