@@ -2,10 +2,9 @@
 
 Stages (``kernel.asm`` keeps each):
 
-- ``ttir``: the shared TTIR passes, then block pointers rewritten as pointer tensors and masks
-  (`naiad.passes.block_pointers`);
-- ``ttgir``: the module with its target attributes and each tensor's layout
-  (`naiad.codegen.gpu.assign`) written on the op that makes it (``ttg.layout``);
+- ``ttir``: the shared GPU TTIR stage (`naiad.codegen.gpu.stages.make_ttir`);
+- ``ttgir``: the shared GPU TTGIR stage with NVIDIA's passes (split fp32 dots, tensor-core
+  layouts, software pipelining) before each tensor's layout is written on the op that makes it;
 - ``llir``: LLVM IR from the shared GPU lowering with `NVPTXHooks`, libdevice linked in for the
   functions the kernel calls, optimized at O3;
 - ``ptx``: llvmlite's NVPTX back end for the device's ``sm_XX``;
@@ -96,7 +95,9 @@ class CUDABackend(BaseBackend):
         return CUDAOptions(**values)
 
     def add_stages(self, stages: dict, options: CUDAOptions, language: Any) -> None:
-        stages["ttir"] = lambda module, metadata: _make_ttir(module)
+        from naiad.codegen.gpu.stages import make_ttir
+
+        stages["ttir"] = lambda module, metadata: make_ttir(module)
         stages["ttgir"] = lambda module, metadata: _make_ttgir(module, options, self.target)
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
         stages["ptx"] = lambda llir, metadata: _make_ptx(llir, options)
@@ -118,75 +119,35 @@ class CUDABackend(BaseBackend):
         return f"cuda:{self.target.arch}"
 
 
-def _make_ttir(module: Any) -> Any:
-    """The shared pipeline, then block pointers (and the tensor descriptors built on them) as
-    tensors of pointers with masks: the GPU lowering has no TMA path yet.  ``noinline``
-    functions are inlined too: the GPU lowering has no calls yet."""
-    from naiad.passes import run_passes, run_ttir_pipeline
-    from naiad.passes.block_pointers import rewrite_block_pointers
-    from naiad.passes.inline import inline
-
-    run_ttir_pipeline(module)
-    if inline(module, noinline_too=True):
-        run_passes(module, ("canonicalize", "cse", "dce"))
-    if rewrite_block_pointers(module):
-        run_passes(module, ("cse", "dce"))
-        module.verify()
-    return module
-
-
 def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
-    """Target attributes; the remove-redundant-conversions pass (cheap values computed again in
-    each layout their uses want); then each tensor's layout on the op that makes it and, on an
-    op whose operand is converted through shared memory, ``ttg.convert`` (for reading: the
-    next stage assigns layouts again, so an edited TTGIR needs neither)."""
-    from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i32
-
+    """The shared TTGIR stage with NVIDIA's passes before the layouts: fp32 dots in split
+    precisions as bf16 / tf32 dots, tensor-core layouts on the dots (`accelerate_matmul`), and
+    software pipelining of the loads that feed them (`pipeline`)."""
     from naiad.backends.cuda.accelerate_matmul import accelerate_matmul, dot_shape, layout_for
     from naiad.backends.cuda.pipeline import pipeline
+    from naiad.codegen.gpu.stages import make_ttgir
     from naiad.passes import run_passes
     from naiad.passes.split_f32_dots import split_f32_dots
-    from naiad.codegen.gpu.conversions import remove_redundant_conversions
-    from naiad.ir import tt
 
-    module.attributes["ttg.num-warps"] = IntegerAttr(options.num_warps, i32)
-    module.attributes["ttg.threads-per-warp"] = IntegerAttr(32, i32)
-    module.attributes["ttg.target"] = StringAttr(f"cuda:{target.arch}")
-    for func in module.body.ops:
-        if not isinstance(func, tt.FuncOp) or not func.body.blocks:
-            continue
+    def nvidia_passes(func: Any) -> None:
         split_f32_dots(func, lambda dot, part: layout_for((part, part, "f32"), dot_shape(dot),
                                                            options.num_warps, target.arch) is not None)
         accelerate_matmul(func, options.num_warps, target.arch)
         if pipeline(func, options.num_stages):
             run_passes(module, ("cse", "dce"))
-        layouts, conversions = remove_redundant_conversions(func, options.num_warps, 32)
-        for op in func.walk():
-            if op.results and isinstance(op.results[0].type, TensorType) and op.results[0] in layouts:
-                op.attributes["ttg.layout"] = StringAttr(str(layouts[op.results[0]]))
-        converted: dict[Any, list[str]] = {}
-        for conversion in conversions:
-            converted.setdefault(conversion.op, []).append(str(conversion))
-        for op, texts in converted.items():
-            op.attributes["ttg.convert"] = StringAttr("; ".join(texts))
-    return module
+
+    return make_ttgir(module, options.num_warps, 32, f"cuda:{target.arch}", nvidia_passes)
 
 
 def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
-    import naiad.codegen.gpu  # noqa: F401  (registers the rules)
+    from naiad.backends.cuda.async_copies import prepare
     from naiad.backends.cuda.hooks import NVPTXHooks
     from naiad.backends.cuda.target import link_libdevice, optimize
-    from naiad.backends.cuda.async_copies import prepare
     from naiad.backends.cuda.tensor_cores import RULES
-    from naiad.codegen.gpu.kernel import GPUKernel
+    from naiad.codegen.gpu.stages import make_llir
 
-    lowering = GPUKernel(module, NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg), options.num_warps,
-                         rules=RULES, prepare=prepare)
-    llmod = lowering.lower()
-    metadata["name"] = lowering.func_op.sym_name.data
-    metadata["shared"] = lowering.shared_bytes
-    metadata["num_warps"] = options.num_warps
-    metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
+    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg)
+    llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
     return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch)
 
 
