@@ -94,6 +94,18 @@ def test_a_chosen_backend_is_not_handed_another_devices_memory(registry, host, c
     assert selection.select([np.zeros(3)]) is registry["hostbe"]
 
 
+def test_a_guest_device_type_is_reached_when_chosen_but_never_claimed(registry, host, plugins):
+    """An OpenCL-like driver takes host arrays (guest_device_types) once chosen by name; numpy
+    arrays still go to the host backend when nothing is chosen."""
+    plugins.add("guestbe", device="toyocl", driver_methods={"guest_device_types": 'guest_device_types = ("cpu",)'})
+    assert selection.select([np.zeros(3)]) is registry["hostbe"]
+    naiad.set_backend("guestbe")
+    assert selection.select([np.zeros(3)]) is registry["guestbe"]
+    with pytest.raises(BackendSelectionError, match=r"backend 'guestbe' was chosen, but the kernel's "
+                       r"arguments live in cuda memory and it runs on toyocl, cpu -- fix"):
+        selection.select([CudaArray()])
+
+
 def test_a_tensor_descriptor_lives_where_its_base_does(registry, host, cuda):
     from naiad.compat.tensor_descriptor import TensorDescriptor
 

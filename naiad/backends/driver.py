@@ -61,6 +61,11 @@ class DriverBase(metaclass=ABCMeta):
     #: it from the file without importing the backend, so a launch never imports (or waits for)
     #: a backend that runs elsewhere.
     device_types: ClassVar[tuple[str, ...]]
+    #: Memory kinds its kernels can also take when the backend is chosen by name
+    #: (``naiad.set_backend``, ``NAIAD_DEFAULT_BACKEND``) without claiming them when a backend
+    #: is picked by the arguments' device: an OpenCL driver with shared virtual memory runs
+    #: on host arrays, while numpy arrays still go to the cpu backend by default.
+    guest_device_types: ClassVar[tuple[str, ...]] = ()
     #: The most programs a launch may have along each grid axis (x, y, z).  The core refuses
     #: a larger (or negative) grid dimension with a `naiad.errors.LaunchError` before the
     #: launcher runs.  The default is CUDA's: 2**31 - 1, 65535, 65535.

@@ -213,11 +213,12 @@ def _select(devices: tuple[str, ...]) -> Backend:
 def _reaches(backend: Backend, devices: tuple[str, ...]) -> Backend:
     """``backend`` when it runs on the memory of every array argument: a backend chosen by name
     must not be handed another device's addresses (the kernel would fault or crash)."""
-    foreign = [d for d in devices if d not in backend.driver.device_types]
+    reached = backend.driver.device_types + backend.driver.guest_device_types
+    foreign = [d for d in devices if d not in reached]
     if foreign:
         raise _error(f"backend {backend.name!r} was chosen, but the kernel's arguments live in "
                      f"{', '.join(foreign)} memory and it runs on "
-                     f"{', '.join(backend.driver.device_types)} -- fix: move the arguments "
+                     f"{', '.join(reached)} -- fix: move the arguments "
                      f"there, or choose a backend that runs on {', '.join(foreign)}")
     return backend
 
