@@ -52,12 +52,13 @@ class TensorDescriptor:
         what a launch specializes on (the element type, block shape and padding)."""
         from naiad.language import dtypes
         from naiad.language.tensor_descriptor import tensor_descriptor_type
-        from naiad.runtime.jit import LaunchError, _array_type_string, data_pointer
+        from naiad.errors import LaunchError
+        from naiad.runtime.arrays import array_type_string, data_pointer
 
         if data_pointer(self.base) is None:
             raise LaunchError(f"a TensorDescriptor's base must be an array, not a "
                               f"{type(self.base).__name__}")
-        element = _array_type_string(self.base)
+        element = array_type_string(self.base)
         if self.padding == "nan" and not dtypes.str_to_ty(element).is_floating():
             raise LaunchError(f"a TensorDescriptor with padding='nan' needs floating-point "
                               f"elements, not {element} -- fix: use padding='zero'")

@@ -23,7 +23,7 @@ from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.runtime.array_address import numpy_address
-from naiad.runtime.jit import data_pointer
+from naiad.runtime.arrays import data_pointer
 from naiad.runtime.slots import runtime_slots
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
