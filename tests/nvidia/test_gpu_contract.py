@@ -4,7 +4,10 @@ tables: what a backend author builds on."""
 from __future__ import annotations
 
 import inspect
+from types import SimpleNamespace
 
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
 import pytest
 
 import naiad.codegen.gpu  # noqa: F401  (registers the shared rules)
@@ -19,8 +22,9 @@ pytestmark = pytest.mark.shipped_backends
 #: The members a target must supply (no plain-LLVM default).
 REQUIRED = ["prepare_module", "param_type", "param_value", "mark_kernel", "thread_id", "program_id",
             "num_programs", "barrier", "shuffle_xor", "shuffle_index", "shuffle_up", "shared_base",
-            "load_with_policy", "store_with_policy", "atomic_rmw", "atomic_cas", "relaxed_load",
-            "acquire_fence", "clock_ns", "asm_register_type"]
+            "load_with_policy", "store_with_policy", "clock_ns", "asm_register_type"]
+#: The members with a plain-LLVM default (that NVIDIA replaces by PTX).
+DEFAULTED = ["atomic_rmw", "atomic_cas", "relaxed_load", "acquire_fence"]
 
 
 def _arguments(name):
@@ -42,7 +46,54 @@ def test_cache_hints_are_ignored_by_default():
     assert GPUHooks().access_policy(None, None, store=False) is None
 
 
-@pytest.mark.parametrize("name", REQUIRED)
+def _op(kind=None, sem="acq_rel"):
+    """What the atomic hooks read off a tt.atomic_rmw / tt.atomic_cas op."""
+    text = lambda value: SimpleNamespace(data=SimpleNamespace(value=value))  # noqa: E731
+    return SimpleNamespace(atomic_rmw_op=text(kind), sem=text(sem))
+
+
+def _builder():
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(64)]), "f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    return module, b, fn.args[0]
+
+
+@pytest.mark.parametrize("kind, value, expected", [
+    ("add", ir.Constant(ir.IntType(32), 1), "atomicrmw add ptr addrspace(1)"),
+    ("umax", ir.Constant(ir.IntType(64), 1), "atomicrmw umax"),
+    ("exch", ir.Constant(ir.FloatType(), 1.0), "atomicrmw xchg ptr addrspace(1) %"),
+    ("fadd", ir.Constant(ir.FloatType(), 1.0), "cmpxchg ptr addrspace(1)"),
+    ("max", ir.Constant(ir.DoubleType(), 1.0), "cmpxchg ptr addrspace(1)")])
+def test_the_default_atomics_are_llvm_atomics(kind, value, expected):
+    """What a target without its own atomics gets: LLVM atomicrmw, or a cmpxchg loop for the
+    float operations not every target has; acq_rel everywhere the op says so."""
+    module, b, address = _builder()
+    old = GPUHooks().atomic_rmw(SimpleNamespace(b=b), _op(kind), address, value)
+    b.ret_void()
+    assert old.type == value.type
+    text = str(module)
+    llvm.parse_assembly(text).verify()
+    assert expected in text and "acq_rel" in text
+
+
+def test_the_default_cas_poll_and_fence():
+    module, b, address = _builder()
+    hooks, k = GPUHooks(), SimpleNamespace(b=b)
+    old = hooks.atomic_cas(k, _op(sem="release"), address, ir.Constant(ir.FloatType(), 0.0),
+                           ir.Constant(ir.FloatType(), 1.0))
+    assert old.type == ir.FloatType()
+    hooks.relaxed_load(b, address, ir.IntType(32), "gpu")
+    hooks.acquire_fence(b, "gpu")
+    b.ret_void()
+    text = str(module)
+    llvm.parse_assembly(text).verify()
+    assert "cmpxchg ptr addrspace(1)" in text and "release monotonic" in text
+    assert "load atomic i32, ptr addrspace(1)" in text and "monotonic" in text
+    assert "fence acquire" in text
+
+
+@pytest.mark.parametrize("name", REQUIRED + DEFAULTED)
 def test_the_nvidia_hooks_supply_every_member(name):
     assert getattr(NVPTXHooks, name) is not getattr(GPUHooks, name)
     assert issubclass(NVPTXHooks, GPUHooks)

@@ -25,7 +25,49 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from naiad.codegen import llvm_types as lt
 from naiad.codegen.hooks import TargetHooks
+
+#: Triton's memory semantics -> LLVM's atomic orderings (and the strongest a failed cmpxchg
+#: may have).
+_ORDERING = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+_FAILURE_ORDERING = {"monotonic": "monotonic", "acquire": "acquire", "release": "monotonic",
+                     "acq_rel": "acquire"}
+#: tt.atomic_rmw kinds LLVM's atomicrmw has for integers.
+_LLVM_RMW = {"add": "add", "and": "and", "or": "or", "xor": "xor", "max": "max", "min": "min",
+             "umax": "umax", "umin": "umin", "exch": "xchg"}
+
+
+def _float_max(b: ir.IRBuilder, old: ir.Value, value: ir.Value) -> ir.Value:
+    return b.select(b.fcmp_unordered(">", value, old), value, old)
+
+
+def _float_min(b: ir.IRBuilder, old: ir.Value, value: ir.Value) -> ir.Value:
+    return b.select(b.fcmp_unordered("<", value, old), value, old)
+
+
+#: Float read-modify-writes done by a cmpxchg loop: the new value from the old one.
+_FLOAT_COMBINE = {"fadd": lambda b, old, value: b.fadd(old, value), "max": _float_max, "min": _float_min}
+
+
+def _cas_loop(b: ir.IRBuilder, pointer: ir.Value, value: ir.Value, ordering: str, combine: Any) -> ir.Value:
+    """``combine(old, value)`` stored atomically at ``pointer`` by retrying a cmpxchg of the
+    bits until no other thread wrote in between; the old value."""
+    bits_type = ir.IntType(lt.bit_width(value.type))
+    start = b.block
+    first = b.load_atomic(pointer, "monotonic", lt.byte_size(value.type), typ=bits_type)
+    retry = b.append_basic_block("cas.retry")
+    done = b.append_basic_block("cas.done")
+    b.branch(retry)
+    b.position_at_end(retry)
+    seen = b.phi(bits_type)
+    seen.add_incoming(first, start)
+    updated = combine(b, b.bitcast(seen, value.type), value)
+    pair = b.cmpxchg(pointer, seen, b.bitcast(updated, bits_type), ordering, _FAILURE_ORDERING[ordering])
+    seen.add_incoming(b.extract_value(pair, 0), retry)
+    b.cbranch(b.extract_value(pair, 1), done, retry)
+    b.position_at_end(done)
+    return b.bitcast(b.extract_value(pair, 0), value.type)
 
 
 class GPUHooks(TargetHooks):
@@ -116,21 +158,42 @@ class GPUHooks(TargetHooks):
 
     def atomic_rmw(self, k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:
         """``tt.atomic_rmw`` ``op``'s read-modify-write of one element: ``value`` at the i64
-        ``address``, with ``op``'s kind, memory semantics and scope; the old value."""
-        raise self._missing("atomic_rmw (tl.atomic_add and the other read-modify-writes)")
+        ``address``, with ``op``'s kind, memory semantics and scope; the old value.  Default:
+        LLVM's ``atomicrmw`` for integers and exchanges, a ``cmpxchg`` loop for float adds,
+        maxima and minima (which not every target has), at system scope (the widest)."""
+        kind = op.atomic_rmw_op.data.value
+        ordering = _ORDERING[op.sem.data.value]
+        pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
+        if isinstance(value.type, ir.IntType) and kind in _LLVM_RMW:
+            return k.b.atomic_rmw(_LLVM_RMW[kind], pointer, value, ordering)
+        if kind == "exch":
+            bits = lt.to_bits(k.b, value)
+            return lt.from_bits(k.b, k.b.atomic_rmw("xchg", pointer, bits, ordering), value.type)
+        if kind in _FLOAT_COMBINE and not isinstance(value.type, ir.IntType):
+            return _cas_loop(k.b, pointer, value, ordering, _FLOAT_COMBINE[kind])
+        raise NotImplementedError(f"tt.atomic_rmw {kind} on {value.type} is not supported by the "
+                                  f"{self.name} backend")
 
     def atomic_cas(self, k: Any, op: Any, address: ir.Value, expected: ir.Value,
                    value: ir.Value) -> ir.Value:
-        """``tt.atomic_cas`` ``op`` on one element; the old value."""
-        raise self._missing("atomic_cas (tl.atomic_cas)")
+        """``tt.atomic_cas`` ``op`` on one element; the old value.  Default: LLVM's
+        ``cmpxchg`` on the bits."""
+        pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
+        ordering = _ORDERING[op.sem.data.value]
+        pair = k.b.cmpxchg(pointer, lt.to_bits(k.b, expected), lt.to_bits(k.b, value), ordering,
+                           _FAILURE_ORDERING[ordering])
+        return lt.from_bits(k.b, k.b.extract_value(pair, 0), value.type)
 
     def relaxed_load(self, b: ir.IRBuilder, address: ir.Value, element: ir.Type, scope: str) -> ir.Value:
-        """A relaxed atomic load of ``element`` at the i64 ``address`` (``tl.atomic_poll``)."""
-        raise self._missing("relaxed_load (tl.atomic_poll)")
+        """A relaxed atomic load of ``element`` at the i64 ``address`` (``tl.atomic_poll``).
+        Default: LLVM's ``load atomic monotonic``."""
+        pointer = b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
+        return b.load_atomic(pointer, "monotonic", lt.byte_size(element), typ=element)
 
     def acquire_fence(self, b: ir.IRBuilder, scope: str) -> None:
-        """A fence with (at least) acquire semantics at ``scope`` ("gpu", "cta", "sys")."""
-        raise self._missing("acquire_fence")
+        """A fence with (at least) acquire semantics at ``scope`` ("gpu", "cta", "sys").
+        Default: LLVM's ``fence acquire`` (system scope)."""
+        b.fence("acquire")
 
     def clock_ns(self, b: ir.IRBuilder) -> ir.Value:
         """A nanosecond clock (i64) for timeouts (``tl.atomic_poll(timeout_ns=...)``)."""
