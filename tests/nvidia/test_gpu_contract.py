@@ -64,7 +64,9 @@ def _builder():
     ("umax", ir.Constant(ir.IntType(64), 1), "atomicrmw umax"),
     ("exch", ir.Constant(ir.FloatType(), 1.0), "atomicrmw xchg ptr addrspace(1) %"),
     ("fadd", ir.Constant(ir.FloatType(), 1.0), "cmpxchg ptr addrspace(1)"),
-    ("max", ir.Constant(ir.DoubleType(), 1.0), "cmpxchg ptr addrspace(1)")])
+    ("max", ir.Constant(ir.DoubleType(), 1.0), "cmpxchg ptr addrspace(1)"),
+    ("fadd", ir.Constant(ir.HalfType(), 1.0), "i32 %"),           # narrow: on the 32-bit word
+    ("umin", ir.Constant(ir.IntType(8), 1), "i32 %")])
 def test_the_default_atomics_are_llvm_atomics(kind, value, expected):
     """What a target without its own atomics gets: LLVM atomicrmw, or a cmpxchg loop for the
     float operations not every target has; acq_rel everywhere the op says so."""
@@ -91,6 +93,17 @@ def test_the_default_cas_poll_and_fence():
     assert "cmpxchg ptr addrspace(1)" in text and "release monotonic" in text
     assert "load atomic i32, ptr addrspace(1)" in text and "monotonic" in text
     assert "fence acquire" in text
+
+
+def test_a_narrow_compare_and_swap_works_on_the_word_around_it():
+    module, b, address = _builder()
+    old = GPUHooks().atomic_cas(SimpleNamespace(b=b), _op(sem="acquire"), address,
+                                ir.Constant(ir.IntType(16), 3), ir.Constant(ir.IntType(16), 4))
+    b.ret_void()
+    text = str(module)
+    llvm.parse_assembly(text).verify()
+    assert old.type == ir.IntType(16)
+    assert "cmpxchg ptr addrspace(1)" in text and "i32" in text and "i16" not in text.split("cmpxchg")[1].split("\n")[0]
 
 
 @pytest.mark.parametrize("name", REQUIRED + DEFAULTED)

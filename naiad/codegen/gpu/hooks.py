@@ -50,6 +50,53 @@ def _float_min(b: ir.IRBuilder, old: ir.Value, value: ir.Value) -> ir.Value:
 _FLOAT_COMBINE = {"fadd": lambda b, old, value: b.fadd(old, value), "max": _float_max, "min": _float_min}
 
 
+#: Integer read-modify-writes of narrow elements, done in a word's cmpxchg loop.
+_NARROW_INT = {
+    "add": lambda b, old, v: b.add(old, v), "and": lambda b, old, v: b.and_(old, v),
+    "or": lambda b, old, v: b.or_(old, v), "xor": lambda b, old, v: b.xor(old, v),
+    "max": lambda b, old, v: b.select(b.icmp_signed(">", v, old), v, old),
+    "min": lambda b, old, v: b.select(b.icmp_signed("<", v, old), v, old),
+    "umax": lambda b, old, v: b.select(b.icmp_unsigned(">", v, old), v, old),
+    "umin": lambda b, old, v: b.select(b.icmp_unsigned("<", v, old), v, old),
+}
+
+
+def _word_cas_loop(b: ir.IRBuilder, addrspace: int, address: ir.Value, value: ir.Value, ordering: str,
+                   combine: Any, expected: ir.Value | None = None) -> ir.Value:
+    """``combine(old, value)`` of the narrow element at the i64 ``address``, through cmpxchg of
+    the aligned 32-bit word around it (the word's other bytes written back as they were); with
+    ``expected``, only where the element held it (a compare-and-swap).  The old element."""
+    width = lt.bit_width(value.type)
+    narrow = ir.IntType(width)
+    word_address = b.and_(address, ir.Constant(lt.I64, -4))
+    shift = b.trunc(b.shl(b.and_(address, ir.Constant(lt.I64, 3)), ir.Constant(lt.I64, 3)), lt.I32)
+    keep = b.xor(b.shl(ir.Constant(lt.I32, (1 << width) - 1), shift), ir.Constant(lt.I32, -1))
+    pointer = b.inttoptr(word_address, ir.PointerType(addrspace=addrspace))
+    start = b.block
+    first = b.load_atomic(pointer, "monotonic", 4, typ=lt.I32)
+    retry = b.append_basic_block("word.retry")
+    attempt = b.append_basic_block("word.attempt")
+    done = b.append_basic_block("word.done")
+    b.branch(retry)
+    b.position_at_end(retry)
+    seen = b.phi(lt.I32)
+    seen.add_incoming(first, start)
+    old_bits = b.trunc(b.lshr(seen, shift), narrow)
+    old = lt.from_bits(b, old_bits, value.type)
+    if expected is not None:
+        b.cbranch(b.icmp_unsigned("==", old_bits, lt.to_bits(b, expected)), attempt, done)
+    else:
+        b.branch(attempt)
+    b.position_at_end(attempt)
+    new_bits = lt.to_bits(b, combine(b, old, value))
+    word = b.or_(b.and_(seen, keep), b.shl(b.zext(new_bits, lt.I32), shift))
+    pair = b.cmpxchg(pointer, seen, word, ordering, _FAILURE_ORDERING[ordering])
+    seen.add_incoming(b.extract_value(pair, 0), attempt)
+    b.cbranch(b.extract_value(pair, 1), done, retry)
+    b.position_at_end(done)
+    return old
+
+
 def _cas_loop(b: ir.IRBuilder, pointer: ir.Value, value: ir.Value, ordering: str, combine: Any) -> ir.Value:
     """``combine(old, value)`` stored atomically at ``pointer`` by retrying a cmpxchg of the
     bits until no other thread wrote in between; the old value."""
@@ -163,6 +210,8 @@ class GPUHooks(TargetHooks):
         maxima and minima (which not every target has), at system scope (the widest)."""
         kind = op.atomic_rmw_op.data.value
         ordering = _ORDERING[op.sem.data.value]
+        if lt.bit_width(value.type) < 32:
+            return self._narrow_rmw(k, kind, ordering, address, value)
         pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
         if isinstance(value.type, ir.IntType) and kind in _LLVM_RMW:
             return k.b.atomic_rmw(_LLVM_RMW[kind], pointer, value, ordering)
@@ -174,12 +223,32 @@ class GPUHooks(TargetHooks):
         raise NotImplementedError(f"tt.atomic_rmw {kind} on {value.type} is not supported by the "
                                   f"{self.name} backend")
 
+    def _narrow_rmw(self, k: Any, kind: str, ordering: str, address: ir.Value, value: ir.Value) -> ir.Value:
+        """A read-modify-write of an 8- or 16-bit element as a cmpxchg loop on the aligned
+        32-bit word that holds it (targets have no narrower atomics)."""
+        def combine(b: ir.IRBuilder, old: ir.Value, operand: ir.Value) -> ir.Value:
+            if kind == "exch":
+                return operand
+            if not isinstance(operand.type, ir.IntType):
+                if kind not in _FLOAT_COMBINE:
+                    raise NotImplementedError(f"tt.atomic_rmw {kind} on {operand.type} is not "
+                                              f"supported by the {self.name} backend")
+                return _FLOAT_COMBINE[kind](b, old, operand)
+            if kind not in _NARROW_INT:
+                raise NotImplementedError(f"tt.atomic_rmw {kind} on {operand.type} is not "
+                                          f"supported by the {self.name} backend")
+            return _NARROW_INT[kind](b, old, operand)
+        return _word_cas_loop(k.b, self.global_addrspace, address, value, ordering, combine)
+
     def atomic_cas(self, k: Any, op: Any, address: ir.Value, expected: ir.Value,
                    value: ir.Value) -> ir.Value:
         """``tt.atomic_cas`` ``op`` on one element; the old value.  Default: LLVM's
-        ``cmpxchg`` on the bits."""
-        pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
+        ``cmpxchg`` on the bits (8- and 16-bit elements: on the word that holds them)."""
         ordering = _ORDERING[op.sem.data.value]
+        if lt.bit_width(value.type) < 32:
+            return _word_cas_loop(k.b, self.global_addrspace, address, value, ordering,
+                                  lambda b, old, operand: operand, expected=expected)
+        pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
         pair = k.b.cmpxchg(pointer, lt.to_bits(k.b, expected), lt.to_bits(k.b, value), ordering,
                            _FAILURE_ORDERING[ordering])
         return lt.from_bits(k.b, k.b.extract_value(pair, 0), value.type)

@@ -1,0 +1,147 @@
+"""What an OpenCL device supplies to Naiad's shared GPU lowering: SPIR-V through LLVM.
+
+The kernel is an LLVM module for ``spirv64-unknown-unknown``: a ``spir_kernel`` function whose
+pointers are global memory (address space 1), OpenCL's work-item functions by their mangled
+names (``_Z12get_local_idj``), ``barrier``, the sub-group shuffles of ``cl_khr_subgroup_shuffle``
+(a Naiad "warp" is an OpenCL sub-group, of the size ``!intel_reqd_sub_group_size`` fixes), and
+the block's shared memory as one ``__local`` array (address space 3) sized after the lowering
+(`sized_shared_memory`).  Math goes through LLVM intrinsics (which the SPIR-V back end turns
+into ``OpenCL.std`` instructions) or OpenCL's builtins by their mangled names; atomics,
+polling loads and fences are the contract's plain-LLVM defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import llvmlite.ir as ir
+
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.hooks import c_base_name
+from naiad.ir.types import PointerType
+
+TRIPLE = "spirv64-unknown-unknown"
+DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-"
+               "v1024:1024-G1")
+#: The shared-memory array, declared empty while the kernel is lowered.
+SHARED = "naiad_shared"
+#: OpenCL's barrier flags: local and global memory both fenced.
+_LOCAL_AND_GLOBAL = 3
+#: Argument types -> their Itanium mangling in OpenCL builtin names.
+_MANGLED = {"float": "f", "double": "d", "half": "Dh", "i32": "i", "i64": "l", "i16": "s", "i8": "c"}
+
+
+class SPIRVHooks(GPUHooks):
+    name = "opencl"
+    global_addrspace = 1
+    constant_addrspace = 2
+    shared_addrspace = 3
+
+    def __init__(self, sub_group_size: int, fp_fusion: bool = True):
+        """``sub_group_size``: the lanes of a Naiad warp; ``fp_fusion``: the
+        ``enable_fp_fusion`` option."""
+        self.warp_size = sub_group_size
+        self.float_flags = ("contract",) if fp_fusion else ()
+
+    # -- the module and the kernel's interface ---------------------------------------------------
+    def prepare_module(self, module: ir.Module) -> None:
+        module.triple = TRIPLE
+        module.data_layout = DATA_LAYOUT
+
+    def param_type(self, mlir_type: Any) -> ir.Type:
+        if isinstance(mlir_type, PointerType):
+            return ir.PointerType(addrspace=self.global_addrspace)
+        return lt.memory_type(mlir_type)
+
+    def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
+        """Pointers are i64 addresses in the shared rules; booleans arrive as bytes."""
+        if isinstance(mlir_type, PointerType):
+            return b.ptrtoint(param, lt.I64)
+        if lt.scalar(mlir_type) == lt.I1:
+            return b.trunc(param, lt.I1)
+        return param
+
+    def mark_kernel(self, fn: ir.Function, threads: int) -> None:
+        fn.calling_convention = "spir_kernel"
+        module = fn.module
+        fn.set_metadata("intel_reqd_sub_group_size", module.add_metadata([ir.Constant(lt.I32, self.warp_size)]))
+
+    # -- ids, synchronization, shuffles, shared memory ----------------------------------------
+    def _builtin(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value],
+                 convergent: bool = False) -> ir.Value:
+        fn = lt.function(b.module, name, ret, [a.type for a in args])
+        fn.calling_convention = "spir_func"
+        if convergent:
+            fn.attributes.add("convergent")
+        return b.call(fn, args, cconv="spir_func")
+
+    def _work_item(self, b: ir.IRBuilder, name: str, axis: int) -> ir.Value:
+        value = self._builtin(b, name, lt.I64, [ir.Constant(lt.I32, axis)])
+        return b.trunc(value, lt.I32)
+
+    def thread_id(self, b: ir.IRBuilder) -> ir.Value:
+        return self._work_item(b, "_Z12get_local_idj", 0)
+
+    def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._work_item(b, "_Z12get_group_idj", axis)
+
+    def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._work_item(b, "_Z14get_num_groupsj", axis)
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        self._builtin(b, "_Z7barrierj", lt.VOID, [ir.Constant(lt.I32, _LOCAL_AND_GLOBAL)], convergent=True)
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
+        return self._builtin(b, "_Z21sub_group_shuffle_xorij", lt.I32, [value, ir.Constant(lt.I32, offset)],
+                             convergent=True)
+
+    def shuffle_index(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        return self._builtin(b, "_Z17sub_group_shuffleij", lt.I32, [value, lane], convergent=True)
+
+    def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
+        """Through an indexed shuffle: OpenCL leaves the lanes below ``delta`` undefined, the
+        contract gives them their own value."""
+        lane = self._builtin(b, "_Z22get_sub_group_local_idv", lt.I32, [])
+        source = b.sub(lane, ir.Constant(lt.I32, delta))
+        below = b.icmp_signed("<", source, ir.Constant(lt.I32, 0))
+        moved = self.shuffle_index(b, value, b.select(below, lane, source))
+        return b.select(below, value, moved)
+
+    def shared_base(self, b: ir.IRBuilder) -> ir.Value:
+        module = b.module
+        shared = module.globals.get(SHARED)
+        if shared is None:
+            shared = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), SHARED, addrspace=self.shared_addrspace)
+            shared.linkage = "external"
+            shared.align = 16
+        return lt.opaque(b, shared, self.shared_addrspace)
+
+    # -- math ----------------------------------------------------------------------------------------
+    def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        """OpenCL's builtin of the C function's name (``erff`` -> ``erf(float)``, mangled
+        ``_Z3erff``), called once per lane."""
+        base = c_base_name(symbol, ret)
+        if base == symbol and symbol.endswith("f") and lt.scalar_of(ret) == lt.F32:
+            base = symbol[:-1]                 # a C fp32 name LLVM has no intrinsic for
+        mangled = f"_Z{len(base)}{base}" + "".join(_MANGLED[str(lt.scalar_of(a.type))] for a in args)
+        scalar_args = [lt.scalar_of(a.type) for a in args]
+        fn = lt.function(ctx.module, mangled, lt.scalar_of(ret), scalar_args)
+        fn.calling_convention = "spir_func"
+        if ctx.lanes == 1:
+            return ctx.b.call(fn, args, cconv="spir_func")
+        result = ir.Constant(ret, ir.Undefined)
+        for lane in range(ctx.lanes):
+            index = ir.Constant(lt.I32, lane)
+            value = ctx.b.call(fn, [ctx.b.extract_element(a, index) for a in args], cconv="spir_func")
+            result = ctx.b.insert_element(result, value, index)
+        return result
+
+
+def sized_shared_memory(llir: str, nbytes: int) -> str:
+    """The lowered module with its shared-memory array given the kernel's size (SPIR-V has no
+    unsized ``__local`` array)."""
+    declared = re.compile(rf'@"?{SHARED}"? = external addrspace\(3\) global \[0 x i8\](, align 16)?')
+    return declared.sub(f'@"{SHARED}" = internal addrspace(3) global [{max(nbytes, 16)} x i8] undef, align 16',
+                        llir)
