@@ -7,6 +7,7 @@ import inspect
 from types import SimpleNamespace
 
 import llvmlite.binding as llvm
+from xdsl.dialects.builtin import Float32Type
 import llvmlite.ir as ir
 import pytest
 
@@ -46,10 +47,10 @@ def test_cache_hints_are_ignored_by_default():
     assert GPUHooks().access_policy(None, None, store=False) is None
 
 
-def _op(kind=None, sem="acq_rel"):
+def _op(kind=None, sem="acq_rel", element=Float32Type()):
     """What the atomic hooks read off a tt.atomic_rmw / tt.atomic_cas op."""
     text = lambda value: SimpleNamespace(data=SimpleNamespace(value=value))  # noqa: E731
-    return SimpleNamespace(atomic_rmw_op=text(kind), sem=text(sem))
+    return SimpleNamespace(atomic_rmw_op=text(kind), sem=text(sem), val=SimpleNamespace(type=element))
 
 
 def _builder():

@@ -25,7 +25,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen import llvm_types as lt
+from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.hooks import TargetHooks
 
 #: Triton's memory semantics -> LLVM's atomic orderings (and the strongest a failed cmpxchg
@@ -211,7 +211,7 @@ class GPUHooks(TargetHooks):
         kind = op.atomic_rmw_op.data.value
         ordering = _ORDERING[op.sem.data.value]
         if lt.bit_width(value.type) < 32:
-            return self._narrow_rmw(k, kind, ordering, address, value)
+            return self._narrow_rmw(k, op, kind, ordering, address, value)
         pointer = k.b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))
         if isinstance(value.type, ir.IntType) and kind in _LLVM_RMW:
             return k.b.atomic_rmw(_LLVM_RMW[kind], pointer, value, ordering)
@@ -223,12 +223,18 @@ class GPUHooks(TargetHooks):
         raise NotImplementedError(f"tt.atomic_rmw {kind} on {value.type} is not supported by the "
                                   f"{self.name} backend")
 
-    def _narrow_rmw(self, k: Any, kind: str, ordering: str, address: ir.Value, value: ir.Value) -> ir.Value:
+    def _narrow_rmw(self, k: Any, op: Any, kind: str, ordering: str, address: ir.Value,
+                    value: ir.Value) -> ir.Value:
         """A read-modify-write of an 8- or 16-bit element as a cmpxchg loop on the aligned
-        32-bit word that holds it (targets have no narrower atomics)."""
+        32-bit word that holds it (targets have no narrower atomics); bf16, held as its bits,
+        is combined in fp32 and rounded back."""
         def combine(b: ir.IRBuilder, old: ir.Value, operand: ir.Value) -> ir.Value:
             if kind == "exch":
                 return operand
+            if lt.is_bf16(op.val.type) and kind in _FLOAT_COMBINE:
+                ctx = k.ctx()
+                wide = [elementwise.to_compute(ctx, v, op.val.type) for v in (old, operand)]
+                return elementwise.to_storage(ctx, _FLOAT_COMBINE[kind](b, *wide), op.val.type)
             if not isinstance(operand.type, ir.IntType):
                 if kind not in _FLOAT_COMBINE:
                     raise NotImplementedError(f"tt.atomic_rmw {kind} on {operand.type} is not "

@@ -1,0 +1,92 @@
+"""Compiling for an OpenCL target needs no device: the stages and the SPIR-V they make."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.compiler import GPUTarget
+from naiad.compiler.compiler import ASTSource
+from naiad.errors import NaiadError
+
+TARGET = GPUTarget("opencl", "intel-cpu", 16)
+SPIRV_MAGIC = 0x07230203
+
+
+@naiad.jit
+def softmax_kernel(out, x, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + row * n + offs, mask=offs < n, other=-float("inf"))
+    e = tl.exp(v - tl.max(v, axis=0))
+    tl.store(out + row * n + offs, e / tl.sum(e, axis=0), mask=offs < n)
+
+
+SIGNATURE = {"out": "*fp32", "x": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+def _compile(options=None, target=TARGET):
+    return naiad.compile(ASTSource(softmax_kernel, SIGNATURE, {"BLOCK": 1024}, {}), target=target,
+                         options=options or {})
+
+
+def test_every_stage_is_kept_and_the_binary_is_spirv():
+    kernel = _compile()
+    assert list(kernel.asm) == ["ttir", "ttgir", "llir", "spv"]
+    spv = kernel.asm["spv"]
+    assert struct.unpack("<I", spv[:4])[0] == SPIRV_MAGIC
+    assert 'ttg.target = "opencl:intel-cpu"' in kernel.asm["ttgir"]
+    assert '"ttg.threads-per-warp" = 16' in kernel.asm["ttgir"]
+
+
+def test_the_kernel_is_a_spir_kernel_of_the_sub_group_size():
+    llir = _compile({"num_warps": 8}).asm["llir"]
+    assert "define spir_kernel void @softmax_kernel" in llir
+    assert "!intel_reqd_sub_group_size" in llir and "!{i32 16}" in llir
+    assert "_Z21sub_group_shuffle_xorij" in llir                    # the reductions' lanes
+    assert "_Z7barrierj" in llir                                    # ... and warps
+
+
+@pytest.mark.parametrize("lanes", [8, 32])
+def test_threads_per_warp_sizes_the_sub_groups_and_the_layouts(lanes):
+    kernel = _compile({"threads_per_warp": lanes})
+    assert f"!{{i32 {lanes}}}" in kernel.asm["llir"]
+    assert f'"ttg.threads-per-warp" = {lanes}' in kernel.asm["ttgir"]
+    assert kernel.metadata["threads_per_warp"] == lanes
+
+
+def test_shared_memory_is_a_sized_local_array():
+    kernel = _compile({"num_warps": 4})
+    shared = kernel.metadata["shared"]
+    assert shared > 0
+    assert f"addrspace(3) global [{shared} x i8]" in kernel.asm["llir"]
+
+
+@pytest.mark.parametrize("option, value", [("num_warps", 3), ("threads_per_warp", 12)])
+def test_a_warp_count_or_size_that_is_not_a_power_of_two_is_refused(option, value):
+    with pytest.raises(NaiadError, match=rf"{option}={value}: the opencl backend needs a power of two"):
+        _compile({option: value})
+
+
+def test_the_cli_compiles_for_a_named_device_with_none_present(tmp_path):
+    source = tmp_path / "kernels.py"
+    source.write_text(
+        "import naiad\nimport naiad.language as tl\n\n"
+        "@naiad.jit\ndef add(x, y, out, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    m = offs < n\n"
+        "    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "naiad.tools.cli", "compile", str(source),
+                           "--kernel-name", "add", "--signature", "*fp32:16,*fp32:16,*fp32:16,i32,256",
+                           "--target", "opencl:intel-cpu:16", "--out-dir", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert struct.unpack("<I", (out / "add.spv").read_bytes()[:4])[0] == SPIRV_MAGIC
+    assert json.loads((out / "add.json").read_text())["target"]["backend"] == "opencl"
