@@ -211,9 +211,14 @@ def _intrinsic_rule(name: str) -> Callable:
     return lower_intrinsic
 
 
+@rule(arith.MaximumfOp, arith.MinimumfOp)
+def _nan_propagating_extremum(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
+    return ctx.hooks.nan_propagating_extremum(ctx, "maximum" if isinstance(op, arith.MaximumfOp) else "minimum",
+                                              args)
+
+
 for _cls, _name in ((arith.MaxSIOp, "smax"), (arith.MinSIOp, "smin"), (arith.MaxUIOp, "umax"),
-                    (arith.MinUIOp, "umin"), (arith.MaximumfOp, "maximum"),
-                    (arith.MinimumfOp, "minimum"), (arith.MaxnumfOp, "maxnum"),
+                    (arith.MinUIOp, "umin"), (arith.MaxnumfOp, "maxnum"),
                     (arith.MinnumfOp, "minnum"), (tt.PreciseSqrtOp, "sqrt"),
                     (xmath.FloorOp, "floor"), (xmath.CeilOp, "ceil"), (xmath.AbsFOp, "fabs"),
                     (xmath.FmaOp, "fma"), (xmath.TruncOp, "trunc"), (xmath.RoundEvenOp, "roundeven"),
@@ -383,23 +388,17 @@ def _uitofp(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     return ctx.b.uitofp(args[0], _result(ctx, op))
 
 
-def _float_to_int(name: str) -> Callable:
-    """Float -> integer with saturation (NaN -> 0), as GPUs convert: LLVM's plain ``fptosi``
-    gives poison out of range, which an address computed from it would turn into a crash.
-
-    An f16 source is widened to f32 first (exact): on x86 CPUs with AVX512-FP16, LLVM's own
-    saturating f16 -> i16 conversion turns NaN into -32768."""
+def _float_to_int(signed: bool) -> Callable:
+    """Float -> integer with saturation (NaN -> 0), as GPUs convert (`TargetHooks.float_to_int`):
+    LLVM's plain ``fptosi`` gives poison out of range, which an address computed from it would
+    turn into a crash."""
     def lower_float_to_int(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-        target, value = _result(ctx, op), args[0]
-        if lt.scalar_of(value.type) == lt.F16:
-            value = ctx.b.fpext(value, lt.vector(lt.F32, lt.lanes_of(value.type)))
-        fn = lt.intrinsic(ctx.module, name, [target, value.type], target, [value.type])
-        return ctx.b.call(fn, [value])
+        return ctx.hooks.float_to_int(ctx, args[0], _result(ctx, op), signed)
     return lower_float_to_int
 
 
-rule(arith.FPToSIOp)(_float_to_int("fptosi.sat"))
-rule(arith.FPToUIOp)(_float_to_int("fptoui.sat"))
+rule(arith.FPToSIOp)(_float_to_int(True))
+rule(arith.FPToUIOp)(_float_to_int(False))
 
 
 @rule(tt.BitcastOp, arith.BitcastOp, storage_operands=True)

@@ -161,6 +161,22 @@ class TargetHooks:
         """``float`` -> fp8 bits (``i8``), rounded "rtne" or "rtz" (`naiad.codegen.fp8`)."""
         return fp8.f32_to_fp8(ctx, value, fp8_type, rounding)
 
+    def nan_propagating_extremum(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value:
+        """``tl.maximum`` / ``tl.minimum`` with ``propagate_nan=ALL`` (``name``: "maximum" or
+        "minimum"): LLVM's intrinsic of that name."""
+        return ctx.intrinsic(name, args)
+
+    def float_to_int(self, ctx: Any, value: ir.Value, target: ir.Type, signed: bool) -> ir.Value:
+        """A float converted to the integer type ``target`` with saturation (out of range: the
+        type's limit; NaN: 0): LLVM's ``fptosi.sat`` / ``fptoui.sat``.  An f16 source is widened
+        to f32 first (exact): on x86 CPUs with AVX512-FP16, LLVM's own saturating f16 -> i16
+        conversion turns NaN into -32768."""
+        if lt.scalar_of(value.type) == lt.F16:
+            value = ctx.b.fpext(value, lt.vector(lt.F32, lt.lanes_of(value.type)))
+        name = "fptosi.sat" if signed else "fptoui.sat"
+        fn = lt.intrinsic(ctx.module, name, [target, value.type], target, [value.type])
+        return ctx.b.call(fn, [value])
+
     def truncate_toward_zero(self, ctx: Any, value: ir.Value, target_mlir: Any) -> ir.Value:
         """A float narrowed rounding toward zero, in storage form (bf16: its 16 bits).
 

@@ -349,6 +349,24 @@ class GPUKernel:
         value = self.b.load(self.shared_pointer(index, stored), typ=stored)
         return self.b.trunc(value, lt.I1) if storage == lt.I1 else value
 
+    @staticmethod
+    def replicated(layout: L.Layout, shape: Sequence[int]) -> bool:
+        """Whether several threads hold the same elements (a layout wider than its tensor)."""
+        linear = L.linear_of(layout, shape)
+        if linear is not None:
+            return any(not any(v) for v in (*linear.lanes, *linear.warps))
+        blocked, removed = L.blocked_of(layout)
+        full = L.parent_shape(layout, shape)
+        for d in range(blocked.rank):
+            if d in removed:
+                if blocked.threads_per_warp[d] > 1 or blocked.warps_per_cta[d] > 1:
+                    return True
+                continue
+            lanes, warps = L.distinct_threads(blocked, full, d)
+            if lanes < blocked.threads_per_warp[d] or warps < blocked.warps_per_cta[d]:
+                return True
+        return False
+
     def owner(self, layout: L.Layout, shape: Sequence[int]) -> list[ir.Value]:
         """Per element of this thread, whether it is the element's first holder (a layout
         wider than its tensor gives threads the same elements; one of them owns each)."""

@@ -3,8 +3,9 @@
 A thread's consecutive elements along the fastest dimension are one vector access when axis
 information proves the pointers consecutive and aligned and the mask constant over them
 (`vector_width`); a masked access is a branch around it, which the target's compiler turns
-into a predicate.  Elements several threads hold (a layout wider than its tensor) are stored by
-all of them (the same value) but updated atomically only by their owner (`GPUKernel.owner`).
+into a predicate.  Elements several threads hold (a layout wider than its tensor) are stored and
+updated atomically by their owner only (`GPUKernel.owner`): a replica storing too would race
+with another replica's load of the old value (threads do not all load before any stores).
 
 Plain accesses are LLVM loads and stores (they vectorize and optimize well).  An access with a
 cache modifier or an eviction policy goes to the target when it has a use for them
@@ -107,6 +108,9 @@ def _store(k: GPUKernel, op: Any) -> None:
     pointers = k.tensor(op.ptr, layout).values
     values = [_to_memory(k, v, storage) for v in k.tensor(op.value, layout).values]
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
+    if k.replicated(layout, shape):      # one thread stores each element (as Triton does)
+        owners = k.owner(layout, shape)
+        masks = owners if masks is None else [k.b.and_(m, o) for m, o in zip(masks, owners)]
     width = vector_width(k, op, layout, shape, nbytes)
     for group in _groups(len(pointers), width):
         n = len(group)

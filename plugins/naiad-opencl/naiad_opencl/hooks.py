@@ -118,7 +118,22 @@ class SPIRVHooks(GPUHooks):
             shared.align = 16
         return lt.opaque(b, shared, self.shared_addrspace)
 
-    # -- math ----------------------------------------------------------------------------------------
+    # -- conversions and math ---------------------------------------------------------------------
+    def nan_propagating_extremum(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value:
+        """The NaN-ignoring extremum with the NaN put back: the SPIR-V back end turns LLVM's
+        NaN-propagating one into OpenCL's ``fmax`` / ``fmin``, which ignore NaNs."""
+        a, b = args
+        value = ctx.intrinsic("maxnum" if name == "maximum" else "minnum", args)
+        either_nan = ctx.b.fcmp_unordered("uno", a, b)
+        return ctx.b.select(either_nan, ctx.b.fadd(a, b), value)
+
+    def float_to_int(self, ctx: Any, value: ir.Value, target: ir.Type, signed: bool) -> ir.Value:
+        """The saturating conversion, NaN -> 0 made explicit: LLVM's SPIR-V back end gives it
+        to OpenCL's, which Intel's CPU runtime turns NaN into the type's maximum with."""
+        converted = super().float_to_int(ctx, value, target, signed)
+        is_nan = ctx.b.fcmp_unordered("uno", value, value)
+        return ctx.b.select(is_nan, ir.Constant(converted.type, None), converted)
+
     def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """OpenCL's builtin of the C function's name (``erff`` -> ``erf(float)``, mangled
         ``_Z3erff``), called once per lane."""
