@@ -20,7 +20,7 @@ under the real ``import triton``; the same launch code then runs either module. 
 * launch: host time of one warm launch of a 64-element kernel with grid (1,): time.perf_counter
   over N back-to-back launches followed by torch.cuda.synchronize, divided by N; median of
   repeats, the frameworks timed in turn in each repeat.
-* compile: cold start of the softmax kernel in a new process whose NAIAD_CACHE_DIR and
+* compile: cold start of the softmax kernel and of the fp16 matmul (512^3, tensor cores) in a new process whose NAIAD_CACHE_DIR and
   TRITON_CACHE_DIR are fresh empty directories: the import of the kernel module (which imports
   the package) and the first launch (compile + load + run, synchronized); median of 5 processes
   each, started in turn (1 with --quick).  torch and the CUDA context are set up before the clock starts, and so is
@@ -607,33 +607,43 @@ DRIVER_SETUP = {       # done before the clock starts: once per machine, not per
     "triton": "import triton; triton.runtime.driver.active.get_current_device()",
 }
 
+#: cold workload -> (inputs made before the clock starts, the first launch); both in bench/gpu.py's
+#: terms (``launch_*`` functions of this module, ``kernels`` the framework's kernel module).
+COLD_WORKLOADS = {
+    "softmax": (f"x = torch.randn({COLD_ROWS}, {SOFTMAX_COLS}, device='cuda'); out = torch.empty_like(x)",
+                "bench.launch_softmax(kernels, x, out)"),
+    "matmul": ("a = torch.randn(512, 512, device='cuda', dtype=torch.float16); b = torch.randn_like(a); "
+               "out = torch.empty_like(a)",
+               "bench.launch_matmul(kernels, a, b, bench.MATMUL_CONFIGS['matmul_fp16_4096'][-1], out)"),
+}
+
 COLD_COMPILE = """
 import sys, time
 import torch
 sys.path[:0] = [{kernel_dir!r}, {bench_dir!r}]
-x = torch.randn({rows}, {cols}, device="cuda")
-out = torch.empty_like(x)
+{setup}
 torch.cuda.synchronize()
 t0 = time.perf_counter()
 import {module} as kernels
 t1 = time.perf_counter()
 {driver_setup}
-from {bench_module} import launch_softmax
+import {bench_module} as bench
 t2 = time.perf_counter()
-launch_softmax(kernels, x, out)
+{launch}
 torch.cuda.synchronize()
 t3 = time.perf_counter()
 print(t1 - t0, t3 - t2)
 """
 
 
-def cold_start_ms(framework: str, kernel_dir: str) -> tuple[float, float]:
-    """(import of the kernel module, first launch of softmax) in a new process with empty
-    caches, ms."""
+def cold_start_ms(framework: str, kernel_dir: str, workload: str) -> tuple[float, float]:
+    """(import of the kernel module, first launch of ``workload``) in a new process with
+    empty caches, ms."""
+    setup, launch = COLD_WORKLOADS[workload]
     code = COLD_COMPILE.format(
         kernel_dir=kernel_dir, bench_dir=os.path.dirname(os.path.abspath(__file__)),
-        bench_module=os.path.splitext(os.path.basename(__file__))[0], rows=COLD_ROWS,
-        cols=SOFTMAX_COLS, module=module_name(framework), driver_setup=DRIVER_SETUP[framework])
+        bench_module=os.path.splitext(os.path.basename(__file__))[0], setup=setup, launch=launch,
+        module=module_name(framework), driver_setup=DRIVER_SETUP[framework])
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NAIAD_CACHE_DIR=os.path.join(cache, "naiad"),
                    TRITON_CACHE_DIR=os.path.join(cache, "triton"))
@@ -649,20 +659,23 @@ def cold_start_ms(framework: str, kernel_dir: str) -> tuple[float, float]:
 def compile_rows(kernels: dict, s: Settings) -> list[Row]:
     kernel_dir = os.path.dirname(kernels["naiad"].__file__)
     imports = Row("cold start: import of the kernel module", "ms", {}, [])
-    launches = Row(f"cold compile: first softmax launch (BLOCK {SOFTMAX_COLS})", "ms", {}, [],
-                   ("<=", 0.7))
-    runs: dict[str, list[tuple[float, float]]] = {framework: [] for framework in kernels}
+    launches = {"softmax": Row(f"cold compile: first softmax launch (BLOCK {SOFTMAX_COLS})", "ms",
+                               {}, [], ("<=", 0.7)),
+                "matmul": Row("cold compile: first fp16 matmul launch (128x128x32 w4 s3, tensor cores)",
+                              "ms", {}, [], ("<=", 0.7))}
+    runs = {(f, w): [] for f in kernels for w in launches}
     for _ in range(s.cold_runs):             # the frameworks in turn, round after round
-        for framework in list(runs):
+        for key in list(runs):
             try:
-                runs[framework].append(cold_start_ms(framework, kernel_dir))
+                runs[key].append(cold_start_ms(*key[:1], kernel_dir, key[1]))
             except Exception as e:  # noqa: BLE001
-                launches.failures.append(f"{framework} FAIL: {first_line(e)}")
-                del runs[framework]
-    for framework, samples in runs.items():
-        imports.values[framework] = statistics.median(r[0] for r in samples)
-        launches.values[framework] = statistics.median(r[1] for r in samples)
-    return [imports, launches]
+                launches[key[1]].failures.append(f"{key[0]} FAIL: {first_line(e)}")
+                del runs[key]
+    for (framework, workload), samples in runs.items():
+        if workload == "softmax":
+            imports.values[framework] = statistics.median(r[0] for r in samples)
+        launches[workload].values[framework] = statistics.median(r[1] for r in samples)
+    return [imports, *launches.values()]
 
 
 BENCHMARKS: dict[str, Callable[[dict, Settings], list[Row]]] = {

@@ -100,7 +100,7 @@ def install_alias(python: Path) -> None:
 
 def run_suite(python: Path, tree: Path, suite: str, args: argparse.Namespace) -> Path:
     folder, selection = SUITES[suite]
-    junit = args.out / f"{suite}-{args.device}.xml"
+    junit = args.out / f"{suite}-{_label(args)}.xml"
     ini = args.out / "pytest.ini"          # the tree's own conftest rules, wherever it lies
     ini.write_text("[pytest]\n")
     cmd = [str(python), "-m", "pytest", "-c", str(ini), f"--rootdir={tree / 'python'}",
@@ -111,13 +111,18 @@ def run_suite(python: Path, tree: Path, suite: str, args: argparse.Namespace) ->
     cmd += args.pytest_args
     env = dict(os.environ, PYTHONPATH=test_path(args))
     env.pop("TRITON_INTERPRET", None)                 # Mode B: native compilation
-    if args.device == "cuda":
-        env["NAIAD_DEFAULT_BACKEND"] = "cuda"
+    if args.device == "cuda" or args.backend:
+        env["NAIAD_DEFAULT_BACKEND"] = args.backend or "cuda"
     print(f"[conformance] {suite}: {' '.join(cmd)}  (in {tree / folder})", flush=True)
     start = time.time()
     subprocess.run(cmd, cwd=tree / folder, env=env)
     print(f"[conformance] {suite}: {time.time() - start:.0f} s", flush=True)
     return junit
+
+
+def _label(args: argparse.Namespace) -> str:
+    """What a run is named by: the backend given with ``--backend``, else the device."""
+    return args.backend or args.device
 
 
 def test_path(args: argparse.Namespace) -> str:
@@ -188,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: core")
     parser.add_argument("--tutorial-timeout", type=int, default=1800, help="seconds per tutorial script")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--backend", help="run on this backend (NAIAD_DEFAULT_BACKEND), with the "
+                        "device's tensors: e.g. --backend opencl, on host tensors")
     parser.add_argument("--venv", type=Path, default=REPO / ".conformance" / "venv")
     parser.add_argument("--python", type=Path, help="run with this interpreter (its packages must "
                         "include the test dependencies and Naiad's; e.g. a GPU machine without "
@@ -208,16 +215,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             results = run_tutorials(python, args.tests.resolve(), args)
         else:
-            junit = args.out / f"{suite}-{args.device}.xml" if args.report_only else \
+            junit = args.out / f"{suite}-{_label(args)}.xml" if args.report_only else \
                 run_suite(python, args.tests.resolve(), suite, args)
             results = read_junit(junit)
-        print(f"\n## {suite} on {args.device}\n")
+        print(f"\n## {suite} on {_label(args)}\n")
         print(summarize(results, baseline if suite == "core" else None))
         if baseline is not None and suite == "core":
             missing = sorted(t for t, o in results.items() if baseline.get(t) == "passed" and o != "passed")
-            (args.out / f"{suite}-{args.device}-regressions.txt").write_text("\n".join(missing) + "\n")
+            (args.out / f"{suite}-{_label(args)}-regressions.txt").write_text("\n".join(missing) + "\n")
             print(f"\n{len(missing)} cases pass on Triton's interpreter and not on Naiad: "
-                  f"{args.out / f'{suite}-{args.device}-regressions.txt'}")
+                  f"{args.out / f'{suite}-{_label(args)}-regressions.txt'}")
     return 0
 
 

@@ -21,6 +21,7 @@ from naiad.errors import NaiadError
 from naiad.runtime.arrays import data_pointer
 from naiad.runtime.slots import runtime_slots
 from naiad_opencl import runtime
+from naiad_opencl.builder import Builder
 
 #: Kernel argument type string -> (numpy dtype of its value, the C type for AOT headers).
 _SCALARS = {
@@ -126,6 +127,7 @@ class OpenCLDriver(DriverBase):
     def __init__(self) -> None:
         self._device = runtime.chosen_index()
         self._states: dict[int, runtime.DeviceState] = {}
+        self._builder = Builder()
 
     @classmethod
     def is_active(cls) -> bool:
@@ -165,22 +167,17 @@ class OpenCLDriver(DriverBase):
         return benchmark
 
     def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
+        """The SPIR-V built into the device's binary by the build worker (`builder`: a runtime
+        that crashes on it takes only the worker down), then loaded here."""
         import pyopencl as cl
 
         state = self.state(device)
-        program = cl.Program(state.context, bytes(binary))
-        try:
-            with warnings.catch_warnings():          # the runtime's build log, on success
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                program.build()
-        except cl.Error as e:
-            try:
-                log = program.get_build_info(state.device, cl.program_build_info.LOG).strip()
-            except cl.Error:
-                log = ""
-            raise NaiadError(f"the OpenCL device {state.device.name!r} could not build kernel "
-                             f"{name!r} from its SPIR-V: {str(e).split(' - ')[0]}"
-                             + (f"; the build log says:\n{log}" if log else "")) from None
+        index = self._device if device is None else device
+        native = self._builder.device_binary(name, bytes(binary), index, state.device)
+        program = cl.Program(state.context, [state.device], [native])
+        with warnings.catch_warnings():              # the runtime's log, on success
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            program.build()
         kernel = cl.Kernel(program, name)
         return program, kernel, 0, 0, state.device.max_work_group_size
 
