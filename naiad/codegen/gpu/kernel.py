@@ -312,28 +312,70 @@ class GPUKernel:
 
     def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
         """``dist`` redistributed into ``layout`` (through shared memory)."""
-        values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, lambda c: c,
+        values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, None,
                                             dist.shape, read_vector=_contiguous(layout, dist.shape))
         return Dist(layout, dist.shape, values)
 
     def gather_through_shared(self, dist: Dist, mlir_type: Any, layout: L.Layout,
-                              shape: Sequence[int], source: Callable[[list], list],
+                              shape: Sequence[int], source: Callable[[list], list] | None,
                               source_shape: Sequence[int], read_vector: int = 1) -> list[ir.Value]:
         """Every thread writes its elements of ``dist`` to shared memory at their row-major
         index (padded: `SharedPadding`); then, for each element of ``layout`` over ``shape``,
         reads the element at ``source(coordinates)`` (coordinates in ``source_shape``, the same
-        elements viewed with another shape).  ``read_vector``: how many consecutive elements
-        one read may take at once (the padding keeps such runs aligned)."""
+        elements viewed with another shape; None: the same coordinates).  ``read_vector``: how
+        many consecutive elements one read may take at once (the padding keeps such runs
+        aligned).  Where a layout's coordinates split (`split_coordinates`), a thread computes
+        one address and its elements lie at constant distances from it."""
         storage = lt.scalar(mlir_type)
+        stored = lt.I8 if storage == lt.I1 else storage
         vector = max(_contiguous(dist.layout, dist.shape), read_vector)
         padding = SharedPadding.of(dist.shape, lt.byte_size(lt.memory_type(mlir_type)), vector)
         self.need_shared(padding.size_bytes(numel(dist.shape)))
         self.hooks.barrier(self.b)
-        for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
-            self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
+        split = self.split_coordinates(dist.layout, dist.shape)
+        if split is None:
+            for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
+                self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
+        else:
+            first = self.shared_pointer(padding.index(self.b, self.linear(split[0], dist.shape)), stored)
+            for value, offset in zip(dist.values, split[1]):
+                value = self.b.zext(value, lt.I8) if value.type == lt.I1 else value
+                self.b.store(value, self._at(first, padding.offset(_row_major(offset, dist.shape)), stored))
         self.hooks.barrier(self.b)
-        return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape)), storage)
-                for coords in self.coordinates(layout, shape)]
+        split = self.split_coordinates(layout, shape) if source is None else None
+        if split is None:
+            source = source or (lambda c: c)
+            return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape)), storage)
+                    for coords in self.coordinates(layout, shape)]
+        first = self.shared_pointer(padding.index(self.b, self.linear(split[0], shape)), stored)
+        values = [self.b.load(self._at(first, padding.offset(_row_major(offset, shape)), stored), typ=stored)
+                  for offset in split[1]]
+        return [self.b.trunc(v, lt.I1) for v in values] if storage == lt.I1 else values
+
+    def _at(self, pointer: ir.Value, delta: int, storage: ir.Type) -> ir.Value:
+        """``delta`` elements of ``storage`` after ``pointer``."""
+        return self.b.gep(pointer, [ir.Constant(lt.I32, delta)], source_etype=storage) if delta else pointer
+
+    def split_coordinates(self, layout: L.Layout, shape: Sequence[int]) -> tuple[list[ir.Value], list[tuple[int, ...]]] | None:
+        """A thread's coordinates as (the thread's part, per dimension; each element's constant
+        part) when every coordinate is exactly their sum and the two share no bit: so any
+        power-of-two index arithmetic (row-major indices, `SharedPadding`) splits the same
+        way.  True of `Linear` layouts (their bases share no bit) and of blocked ones that fit
+        in a tensor of power-of-two sizes; None for the others (a layout wider than its
+        tensor wraps around it)."""
+        if any(size & (size - 1) for size in shape):
+            return None
+        linear = L.linear_of(layout, shape)
+        if linear is not None:
+            return self.linear_thread_bases(linear), linear.offsets()
+        blocked, removed = L.blocked_of(layout)
+        full = L.parent_shape(layout, shape)
+        kept = [d for d in range(blocked.rank) if d not in removed]
+        if any(blocked.tile(d) > full[d] or full[d] & (full[d] - 1) for d in kept):
+            return None
+        bases = self.thread_bases(blocked)
+        offsets = [L.constant_offsets(layout, shape, element) for element in L.elements(layout, shape)]
+        return [bases[d] for d in kept], [tuple(offset[d] for d in kept) for offset in offsets]
 
     def write_shared(self, index: ir.Value, value: ir.Value) -> None:
         """``value`` as element ``index`` of shared memory viewed as an array of its type (a
@@ -510,6 +552,14 @@ class SharedPadding:
     def size_bytes(self, count: int) -> int:
         """Bytes ``count`` elements take, padding included, rounded up to 16."""
         return -(-(self.offset(count - 1) + 1) * self.element_bytes // 16) * 16
+
+
+def _row_major(coords: Sequence[int], shape: Sequence[int]) -> int:
+    """Row-major index of a compile-time coordinate."""
+    index = 0
+    for c, size in zip(coords, shape):
+        index = index * size + c
+    return index
 
 
 def _contiguous(layout: L.Layout, shape: Sequence[int]) -> int:
