@@ -70,14 +70,19 @@ def _reset_state() -> None:
 _REAL_IN_TREE = os.path.dirname(discovery.__file__)
 _real_in_tree_sources = discovery._in_tree_sources
 _real_entry_point_sources = discovery._entry_point_sources
+#: Backends installed in this environment as distributions (e.g. plugins/naiad-opencl): as
+#: foreign to the discovery tests as the shipped ones.
+_INSTALLED_ENTRY_POINTS = {(s.name, s.location) for s in _real_entry_point_sources()}
 
 
 def _without_shipped_backends(monkeypatch) -> None:
-    """Hide Naiad's own in-tree backends (cpu, ...) so discovery tests see only their fixtures."""
+    """Hide Naiad's own in-tree backends (cpu, ...) and the backend distributions installed
+    here, so discovery tests see only their fixtures."""
     monkeypatch.setattr(discovery, "_in_tree_sources", lambda: [
         s for s in _real_in_tree_sources() if os.path.dirname(s.location) != _REAL_IN_TREE])
     monkeypatch.setattr(discovery, "_entry_point_sources", lambda: [
-        s for s in _real_entry_point_sources() if not s.package.startswith("naiad.backends.")])
+        s for s in _real_entry_point_sources() if not s.package.startswith("naiad.backends.")
+        and (s.name, s.location) not in _INSTALLED_ENTRY_POINTS])
 
 
 @pytest.fixture(scope="session")
