@@ -271,21 +271,56 @@ def poll_timeout_kernel(flag_ptr, out_ptr, timeout_ns):
     tl.store(out_ptr, seen)
 
 
+@pytest.fixture
+def ptxas_release(monkeypatch):
+    """Make the ptxas in use report another CUDA release (the PTX is still assembled by it)."""
+    from naiad.backends.cuda import toolchain
+
+    return lambda release: monkeypatch.setattr(toolchain, "ptxas_version", lambda path: release)
+
+
 @needs_ptxas
 @pytest.mark.parametrize("sem", ["relaxed", "acquire"])
 @pytest.mark.parametrize("scope", ["cta", "gpu", "sys"])
 @pytest.mark.parametrize("dtype", ["i16", "i32", "i64"])
-def test_atomic_poll_is_a_relaxed_load_loop(dtype, sem, scope):
+@pytest.mark.parametrize("release, fence, version", [("12.8", "acquire", "8.6"), ("13.0", "acquire", "8.6"),
+                                                     ("12.4", "acq_rel", "8.0")])
+def test_atomic_poll_is_a_relaxed_load_loop(dtype, sem, scope, release, fence, version, ptxas_release):
     """One ``ld.relaxed.<scope>.global`` in the loop, an acquire fence after it for
-    ``sem="acquire"``, no timer and no shared memory without a timeout."""
+    ``sem="acquire"`` -- ``fence.acquire`` where ptxas takes PTX 8.6 (CUDA 12.8 on; the PTX is
+    then of that version), ``fence.acq_rel`` before -- no timer and no shared memory without a
+    timeout."""
+    ptxas_release(release)
     kernel = compile_cuda(poll_kernel, {"flag_ptr": "*" + dtype, "out_ptr": "*" + dtype,
                                         "expected": dtype}, {"SEM": sem, "SCOPE": scope})
     ptx = kernel.asm["ptx"]
     assert ptx.count(f"ld.relaxed.{scope}.global.b{dtype[1:]}") == 1
-    assert ptx.count(f"fence.acq_rel.{scope};") == (sem == "acquire")
+    assert ptx.count(f"fence.{fence}.{scope};") == (sem == "acquire")
+    assert "fence.acq" not in ptx.replace(f"fence.{fence}.{scope};", "")
+    assert f".version {version if sem == 'acquire' else '8.0'}\n" in ptx
     assert "%globaltimer" not in ptx
     assert kernel.metadata["shared"] == 0
     _check_binary(kernel)
+
+
+def test_without_ptxas_the_fence_is_acq_rel(monkeypatch):
+    """PTX that the driver will load (no ptxas here) stays at the target's PTX version."""
+    from naiad.backends.cuda import toolchain
+
+    monkeypatch.setattr(toolchain, "find_ptxas", lambda: None)
+    kernel = compile_cuda(poll_kernel, {"flag_ptr": "*i32", "out_ptr": "*i32", "expected": "i32"},
+                          {"SEM": "acquire", "SCOPE": "gpu"})
+    assert "fence.acq_rel.gpu;" in kernel.asm["ptx"] and ".version 8.0\n" in kernel.asm["ptx"]
+
+
+@pytest.mark.parametrize("release, newest", [("12.0", 80), ("12.6", 85), ("12.8", 87), ("12.9", 88),
+                                             ("13.0", 90), ("13.2", 90), ("11.8", 78), ("11.0", 60)])
+def test_the_newest_ptx_of_a_cuda_release(monkeypatch, release, newest):
+    from naiad.backends.cuda import toolchain
+
+    monkeypatch.setattr(toolchain, "ptxas_version", lambda path: release)
+    assert toolchain.newest_ptx("/some/ptxas") == newest
+    assert toolchain.newest_ptx(None) is None
 
 
 @needs_ptxas
@@ -293,7 +328,7 @@ def test_atomic_poll_timeout_reads_the_global_timer():
     kernel = compile_cuda(poll_timeout_kernel, {"flag_ptr": "*i32", "out_ptr": "*i1", "timeout_ns": "i64"})
     ptx = kernel.asm["ptx"]
     assert ptx.count("ld.relaxed.gpu.global.b32") == 1
-    assert ptx.count("fence.acq_rel.gpu;") == 1
+    assert ptx.count("fence.acquire.gpu;") + ptx.count("fence.acq_rel.gpu;") == 1
     assert ptx.count("%globaltimer") == 2
     _check_binary(kernel)
 

@@ -100,7 +100,7 @@ class CUDABackend(BaseBackend):
         stages["ttir"] = lambda module, metadata: make_ttir(module)
         stages["ttgir"] = lambda module, metadata: _make_ttgir(module, options, self.target)
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
-        stages["ptx"] = lambda llir, metadata: _make_ptx(llir, options)
+        stages["ptx"] = lambda llir, metadata: _make_ptx(llir, metadata, options)
         stages["cubin"] = lambda ptx, metadata: _make_cubin(ptx, metadata, options)
 
     def load_dialects(self, context: Any) -> None:
@@ -146,15 +146,20 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.tensor_cores import RULES
     from naiad.codegen.gpu.stages import make_llir
 
-    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg)
+    from naiad.backends.cuda.toolchain import find_ptxas, newest_ptx
+
+    # fence.acquire (PTX 8.6) only where the ptxas that assembles the kernel has it, on sm_90 on
+    newest = newest_ptx(find_ptxas()) if options.arch >= 90 else None
+    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest)
     llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
-    return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch)
+    metadata["ptx_version"] = hooks.ptx_version
+    return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch, hooks.ptx_version)
 
 
-def _make_ptx(llir: str, options: CUDAOptions) -> str:
+def _make_ptx(llir: str, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.target import emit_ptx
 
-    return emit_ptx(llir, options.arch)
+    return emit_ptx(llir, options.arch, metadata.get("ptx_version"))
 
 
 def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:

@@ -70,11 +70,16 @@ class NVPTXHooks(GPUHooks):
     constant_addrspace = 4
     shared_addrspace = 3
 
-    def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None):
+    def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None, newest_ptx: int | None = None):
         """``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas);
-        ``maxnreg``: the option of that name (the kernel's ``.maxnreg`` in the PTX)."""
+        ``maxnreg``: the option of that name (the kernel's ``.maxnreg`` in the PTX);
+        ``newest_ptx``: the newest PTX ISA version the toolchain takes (None: the minimum of
+        the target).  ``ptx_version`` is then the version the kernel's instructions need
+        beyond the target's minimum (None while they need none)."""
         self.float_flags = ("contract",) if fp_fusion else ()
         self.maxnreg = maxnreg
+        self.newest_ptx = newest_ptx
+        self.ptx_version: int | None = None
 
     def prepare_module(self, module: ir.Module) -> None:
         module.triple = TRIPLE
@@ -176,7 +181,10 @@ class NVPTXHooks(GPUHooks):
         return memory_ptx.relaxed_load(b, address, element, scope)
 
     def acquire_fence(self, b: ir.IRBuilder, scope: str) -> None:
-        memory_ptx.acquire_fence(b, scope)
+        acquire_only = (self.newest_ptx or 0) >= memory_ptx.FENCE_ACQUIRE_PTX
+        if acquire_only:
+            self.ptx_version = max(self.ptx_version or 0, memory_ptx.FENCE_ACQUIRE_PTX)
+        memory_ptx.acquire_fence(b, scope, acquire_only)
 
     def clock_ns(self, b: ir.IRBuilder) -> ir.Value:
         return memory_ptx.clock_ns(b)

@@ -139,9 +139,14 @@ def relaxed_load(b: ir.IRBuilder, address: ir.Value, element: ir.Type, scope: st
     return asm(b, f"ld.relaxed.{scope}.global.b{element.width} $0, [$1];", [element], [address])
 
 
-def acquire_fence(b: ir.IRBuilder, scope: str) -> None:
-    """``fence.acq_rel``: the PTX this backend writes (8.0 for sm_90) predates ``fence.acquire``."""
-    asm(b, f"fence.acq_rel.{scope};", [], [])
+#: The PTX ISA version that has ``fence.acquire`` (8.6; sm_90 on).
+FENCE_ACQUIRE_PTX = 86
+
+
+def acquire_fence(b: ir.IRBuilder, scope: str, acquire_only: bool) -> None:
+    """``fence.acquire`` where the PTX may be of version `FENCE_ACQUIRE_PTX` (``acquire_only``),
+    else ``fence.acq_rel``, which orders at least as much."""
+    asm(b, f"fence.{'acquire' if acquire_only else 'acq_rel'}.{scope};", [], [])
 
 
 def clock_ns(b: ir.IRBuilder) -> ir.Value:

@@ -23,12 +23,12 @@ def _llvm() -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def target_machine(arch: int) -> Any:
+def target_machine(arch: int, ptx_version: int | None = None) -> Any:
     from naiad.backends.cuda.toolchain import ptx_features, ptxas_arch
 
     llvm = _llvm()
     return llvm.Target.from_triple(TRIPLE).create_target_machine(
-        cpu=ptxas_arch(arch), features=ptx_features(arch), opt=3)
+        cpu=ptxas_arch(arch), features=ptx_features(arch, ptx_version), opt=3)
 
 
 def link_libdevice(llir: str, kernel: str) -> Any:
@@ -56,14 +56,15 @@ def link_libdevice(llir: str, kernel: str) -> Any:
     return module
 
 
-def optimize(module: Any, arch: int) -> str:
+def optimize(module: Any, arch: int, ptx_version: int | None = None) -> str:
     llvm = _llvm()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    builder = llvm.create_pass_builder(target_machine(arch), tuning)
+    builder = llvm.create_pass_builder(target_machine(arch, ptx_version), tuning)
     builder.getModulePassManager().run(module, builder)
     return str(module)
 
 
-def emit_ptx(llir: str, arch: int) -> str:
+def emit_ptx(llir: str, arch: int, ptx_version: int | None = None) -> str:
+    """PTX of at least ``ptx_version`` (the minimum of ``arch`` by default)."""
     llvm = _llvm()
-    return target_machine(arch).emit_assembly(llvm.parse_assembly(llir))
+    return target_machine(arch, ptx_version).emit_assembly(llvm.parse_assembly(llir))

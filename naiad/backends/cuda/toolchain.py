@@ -198,9 +198,26 @@ def ptx_version_for(arch: int) -> int:
     return _PTX_VERSIONS[max(a for a in _PTX_VERSIONS if a < arch)]
 
 
-def ptx_features(arch: int) -> str:
-    """The LLVM NVPTX feature string for ``arch``: "+ptx80" for sm_90."""
-    return f"+ptx{ptx_version_for(arch)}"
+def ptx_features(arch: int, ptx_version: int | None = None) -> str:
+    """The LLVM NVPTX feature string for ``arch``: "+ptx80" for sm_90; ``ptx_version``, when
+    given, raises the PTX ISA version to it (a kernel using an instruction of a later one)."""
+    return f"+ptx{max(ptx_version_for(arch), ptx_version or 0)}"
+
+
+#: CUDA release -> the newest PTX ISA version its ptxas assembles (a release not listed takes
+#: the one of the release before it).
+_RELEASE_PTX = {(11, 8): 78, (12, 0): 80, (12, 1): 81, (12, 2): 82, (12, 3): 83, (12, 4): 84, (12, 5): 85,
+                (12, 8): 87, (12, 9): 88, (13, 0): 90}
+
+
+def newest_ptx(ptxas: str | None) -> int | None:
+    """The newest PTX ISA version (87 for 8.7) that ``ptxas`` assembles; None without a
+    ptxas (the PTX is then loaded by the driver, whose version is not known at compile time)."""
+    if ptxas is None:
+        return None
+    release = tuple(int(part) for part in ptxas_version(ptxas).split("."))
+    older = [r for r in _RELEASE_PTX if r <= release]
+    return _RELEASE_PTX[max(older)] if older else ptx_version_for(70)   # older: assume the least
 
 
 def ptxas_arch(arch: int) -> str:
