@@ -14,6 +14,7 @@ import pytest
 import naiad.codegen.gpu  # noqa: F401  (registers the shared rules)
 from naiad.backends.cuda.hooks import NVPTXHooks
 from naiad.backends.cuda.tensor_cores import RULES as CUDA_RULES
+from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.gpu.kernel import RULES
 from naiad.ir import tt
@@ -21,7 +22,7 @@ from naiad.ir import tt
 pytestmark = pytest.mark.shipped_backends
 
 #: The members a target must supply (no plain-LLVM default).
-REQUIRED = ["prepare_module", "param_type", "param_value", "mark_kernel", "thread_id", "program_id",
+REQUIRED = ["prepare_module", "mark_kernel", "thread_id", "program_id",
             "num_programs", "barrier", "shuffle_xor", "shuffle_index", "shuffle_up", "shared_base",
             "load_with_policy", "store_with_policy", "clock_ns", "asm_register_type"]
 #: The members with a plain-LLVM default (that NVIDIA replaces by PTX).
@@ -40,6 +41,26 @@ def test_a_member_the_target_lacks_says_which(name):
 
     with pytest.raises(NotImplementedError, match=rf"the toy backend's GPU hooks do not supply {name}"):
         getattr(Partial(), name)(*_arguments(name))
+
+
+def test_parameters_default_to_global_pointers_and_byte_booleans():
+    """Pointers come in as pointers into the global address space and reach the shared rules
+    as i64 addresses; booleans come in as bytes and reach them as i1; other scalars as they are."""
+    from xdsl.dialects.builtin import i1
+
+    from naiad.ir.types import PointerType
+
+    hooks = GPUHooks()
+    pointer = PointerType(Float32Type())
+    assert hooks.param_type(pointer) == ir.PointerType(addrspace=hooks.global_addrspace)
+    assert hooks.param_type(i1) == lt.I8 and hooks.param_type(Float32Type()) == ir.FloatType()
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [hooks.param_type(t) for t in
+                                                                   (pointer, i1, Float32Type())]), "k")
+    b = ir.IRBuilder(fn.append_basic_block())
+    address, flag, value = (hooks.param_value(b, a, t) for a, t in zip(fn.args, (pointer, i1, Float32Type())))
+    assert address.type == lt.I64 and address.opname == "ptrtoint"
+    assert flag.type == lt.I1 and flag.opname == "trunc"
+    assert value is fn.args[2]
 
 
 def test_cache_hints_are_ignored_by_default():

@@ -14,7 +14,6 @@ from naiad.backends.cuda import memory_ptx
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import NAIAD_FUNCTIONS, c_base_name
-from naiad.ir.types import PointerType
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -88,19 +87,6 @@ class NVPTXHooks(GPUHooks):
         self._print_slots: dict[str, ir.Value] = {}
 
     # -- kernel interface ------------------------------------------------------------------------
-    def param_type(self, mlir_type: Any) -> ir.Type:
-        if isinstance(mlir_type, PointerType):
-            return ir.PointerType(addrspace=self.global_addrspace)
-        return lt.memory_type(mlir_type)
-
-    def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
-        """Pointers are i64 addresses in the shared rules; booleans arrive as bytes."""
-        if isinstance(mlir_type, PointerType):
-            return b.ptrtoint(param, lt.I64)
-        if lt.scalar(mlir_type) == lt.I1:
-            return b.trunc(param, lt.I1)
-        return param
-
     def mark_kernel(self, fn: ir.Function, threads: int) -> None:
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")

@@ -5,7 +5,8 @@ lockstep groups ("warps": NVIDIA's warps, AMD's wavefronts, OpenCL's sub-groups)
 memory per block.  Everything that differs between targets goes through an instance of a
 subclass of `GPUHooks`, which `GPUKernel` holds as ``hooks``:
 
-- the module (triple, data layout), kernel parameters and the kernel's marking;
+- the module (triple, data layout), kernel parameters (default: pointers into the global
+  address space, booleans as bytes) and the kernel's marking;
 - thread, program and grid ids, the block barrier, lane shuffles within a warp, the shared
   memory's base;
 - memory accesses with cache hints, atomics with memory semantics and scopes, polling loads,
@@ -27,6 +28,7 @@ import llvmlite.ir as ir
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.hooks import TargetHooks
+from naiad.ir.types import PointerType
 
 #: Triton's memory semantics -> LLVM's atomic orderings (and the strongest a failed cmpxchg
 #: may have).
@@ -137,13 +139,20 @@ class GPUHooks(TargetHooks):
         raise self._missing("prepare_module (the LLVM triple and data layout)")
 
     def param_type(self, mlir_type: Any) -> ir.Type:
-        """The LLVM type of a kernel parameter of TTIR type ``mlir_type``."""
-        raise self._missing("param_type")
+        """The LLVM type of a kernel parameter of TTIR type ``mlir_type``.  Default: pointers
+        into ``global_addrspace``, scalars as they lie in memory (a boolean as a byte)."""
+        if isinstance(mlir_type, PointerType):
+            return ir.PointerType(addrspace=self.global_addrspace)
+        return lt.memory_type(mlir_type)
 
     def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
-        """The value the shared rules use for parameter ``param`` (pointers as i64 addresses,
-        booleans as i1)."""
-        raise self._missing("param_value")
+        """The value the shared rules use for parameter ``param``: pointers as i64 addresses,
+        booleans as i1 (the default reads `param_type`'s default so)."""
+        if isinstance(mlir_type, PointerType):
+            return b.ptrtoint(param, lt.I64)
+        if lt.scalar(mlir_type) == lt.I1:
+            return b.trunc(param, lt.I1)
+        return param
 
     def mark_kernel(self, fn: ir.Function, threads: int) -> None:
         """Make ``fn`` a kernel entry of ``threads`` threads per block (calling convention,

@@ -20,7 +20,6 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import c_base_name
-from naiad.ir.types import PointerType
 
 TRIPLE = "spirv64-unknown-unknown"
 DATA_LAYOUT = ("e-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-"
@@ -49,19 +48,6 @@ class SPIRVHooks(GPUHooks):
     def prepare_module(self, module: ir.Module) -> None:
         module.triple = TRIPLE
         module.data_layout = DATA_LAYOUT
-
-    def param_type(self, mlir_type: Any) -> ir.Type:
-        if isinstance(mlir_type, PointerType):
-            return ir.PointerType(addrspace=self.global_addrspace)
-        return lt.memory_type(mlir_type)
-
-    def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
-        """Pointers are i64 addresses in the shared rules; booleans arrive as bytes."""
-        if isinstance(mlir_type, PointerType):
-            return b.ptrtoint(param, lt.I64)
-        if lt.scalar(mlir_type) == lt.I1:
-            return b.trunc(param, lt.I1)
-        return param
 
     def mark_kernel(self, fn: ir.Function, threads: int) -> None:
         fn.calling_convention = "spir_kernel"
