@@ -64,21 +64,15 @@ def inputs(z: int, h: int, n_ctx: int, head_dim: int):
             .normal_(mean=0.0, std=0.5).requires_grad_() for _ in range(3)]
 
 
-def reference(q, k, v, causal: bool, do):
-    """SDPA's output and, given ``do``, its gradients."""
-    for t in (q, k, v):
-        t.grad = None
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=SCALE)
-    if do is None:
-        return [out.detach()]
-    out.backward(do)
-    return [out.detach(), q.grad.clone(), k.grad.clone(), v.grad.clone()]
+def sdpa(q, k, v, causal: bool):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=SCALE)
 
 
-def tutorial_run(module, q, k, v, causal: bool, do):
+def with_gradients(run, q, k, v, causal: bool, do):
+    """``run(q, k, v, causal)``'s output and, given ``do``, the gradients it gives q, k, v."""
     for t in (q, k, v):
         t.grad = None
-    out = module.attention(q, k, v, causal, SCALE, False)
+    out = run(q, k, v, causal)
     if do is None:
         return [out.detach()]
     out.backward(do)
@@ -105,15 +99,13 @@ def attention_row(modules: dict, z: int, h: int, n_ctx: int, head_dim: int, caus
     row = gpu.Row(title, "TFLOP/s", {}, [], (">=", 0.9 if mode == "bwd" else 1.0))
     q, k, v = inputs(z, h, n_ctx, head_dim)
     do = torch.randn_like(q) if mode == "bwd" else None
-    expected = reference(q, k, v, causal, do)
-    sdpa = lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
-        q, k, v, is_causal=causal, scale=SCALE)
+    expected = with_gradients(sdpa, q, k, v, causal, do)
     row.values["torch"] = flops / timed(sdpa, q, k, v, causal, mode, settings) / 1e9
     for framework, module in modules.items():
+        run = lambda q, k, v, causal, m=module: m.attention(q, k, v, causal, SCALE, False)  # noqa: E731
         try:
-            for got, want in zip(tutorial_run(module, q, k, v, causal, do), expected):
+            for got, want in zip(with_gradients(run, q, k, v, causal, do), expected):
                 gpu.check(got, want, 0.0, 2e-2)
-            run = lambda q, k, v, causal, m=module: m.attention(q, k, v, causal, SCALE, False)  # noqa: E731
             row.values[framework] = flops / timed(run, q, k, v, causal, mode, settings) / 1e9
         except Exception as e:  # noqa: BLE001 -- a row reports its failure, the run goes on
             row.failures.append(f"{framework} FAIL: {gpu.first_line(e)}")
