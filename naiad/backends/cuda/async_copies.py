@@ -83,23 +83,31 @@ def copy_vector(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple[int, int])
     return vector if vector * element in (4, 8, 16) else 0
 
 
-def _consumer(value: Any) -> tuple[tt.DotOp, int] | None:
-    """The tensor-core dot ``value`` ends up as an operand of -- directly, or carried through
-    loops -- and which operand (0: A, 1: B)."""
-    seen, stack = set(), [value]
+def _reached_uses(value: Any) -> list[Any]:
+    """Every use of ``value``, directly or carried on through loops (into a loop's body as an
+    iteration argument, and on to the next iteration through its yield)."""
+    seen, stack, reached = set(), [value], []
     while stack:
         current = stack.pop()
         if current in seen:
             continue
         seen.add(current)
         for use in current.uses:
+            reached.append(use)
             user = use.operation
-            if isinstance(user, tt.DotOp) and use.index < 2:
-                return user, use.index
             if isinstance(user, scf.YieldOp) and isinstance(user.parent_op(), scf.ForOp):
                 stack.append(user.parent_op().body.block.args[use.index + 1])
             elif isinstance(user, scf.ForOp) and use.index >= 3:
                 stack.append(user.body.block.args[use.index - 2])
+    return reached
+
+
+def _consumer(value: Any) -> tuple[tt.DotOp, int] | None:
+    """The tensor-core dot ``value`` ends up as an operand of -- directly, or carried through
+    loops -- and which operand (0: A, 1: B)."""
+    for use in _reached_uses(value):
+        if isinstance(use.operation, tt.DotOp) and use.index < 2:
+            return use.operation, use.index
     return None
 
 
@@ -139,20 +147,24 @@ def prepare(k: GPUKernel) -> None:
 
 
 def _live_span(op: AsyncLoadOp) -> list[Any]:
-    """The ops of ``op``'s block from ``op`` on to the one that holds the dot reading its
-    value (the loop it is carried to); while they are lowered its ring is live.  A load
-    inside that loop: the loop."""
+    """The ops of ``op``'s block from ``op`` on to the last one that holds a use of its value
+    (a loop carrying it, or a later loop whose dots read the same tile: a tile hoisted out of
+    two loops lives through both); while they are lowered its ring is live.  A load inside a
+    loop: the loop."""
     loop = op.parent_op()
     if isinstance(loop, scf.ForOp):
         return [loop]
-    consumer = _consumer(op.results[0])
-    span, current = [], op
-    while current is not None:
-        span.append(current)
-        if consumer is not None and current.is_ancestor(consumer[0]):
-            break
-        current = current.next_op
-    return span
+    block = op.parent_block()
+    holders = set()
+    for use in _reached_uses(op.results[0]):
+        holder = use.operation
+        while holder is not None and holder.parent_block() is not block:
+            holder = holder.parent_op()
+        holders.add(holder)
+    ops = list(block.ops)
+    start = ops.index(op)
+    last = max((i for i, o in enumerate(ops) if o in holders), default=start)
+    return ops[start:last + 1]
 
 
 def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:

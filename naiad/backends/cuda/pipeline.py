@@ -195,9 +195,7 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
             if not isinstance(load, tt.LoadOp) or load.parent_block() is not loop.parent_block() or \
                     len(value.type.get_shape()) != 2 or load.isVolatile.value.data or \
                     (load.other is not None and splat_value(load.other) != 0) or \
-                    any(not (isinstance(u.operation, tt.DotOp) and u.index < 2 and
-                             "ttg.mma" in u.operation.attributes) for u in value.uses) or \
-                    not _copyable(load, info, dot):
+                    not _read_alike(value) or not _copyable(load, info, dot):
                 continue
             zero = _constant(load, 0, i32)
             valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
@@ -208,6 +206,19 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
             load.erase()
             changed = True
     return changed
+
+
+def _read_alike(value: SSAValue) -> bool:
+    """Whether every use of ``value`` is the same operand (A or B) of tensor-core dots of one
+    MMA version: those read one tile, so one shared copy serves them all (the K tile of
+    attention's backward, read by the dots of two loops)."""
+    reads = set()
+    for use in value.uses:
+        dot = use.operation
+        if not isinstance(dot, tt.DotOp) or use.index > 1 or "ttg.mma" not in dot.attributes:
+            return False
+        reads.add((use.index, "versionMajor = 2" in dot.attributes["ttg.mma"].data))
+    return len(reads) == 1
 
 
 def _count_ops(loop: scf.ForOp) -> int:
