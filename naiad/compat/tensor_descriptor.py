@@ -47,6 +47,17 @@ class TensorDescriptor:
         return TensorDescriptor(tensor, list(tensor.shape), list(strides), list(block_shape),
                                 padding, round_f32_to_tf32)
 
+    def divisibility(self) -> tuple[str, ...]:
+        """The launch's key of each runtime part (base, shape, strides), as for arrays and
+        ints: "D" where the base is 16-byte aligned or the number divisible by 16 -- so that
+        the kernel's loads through the descriptor know their rows are aligned and vectorize."""
+        from naiad.runtime.arrays import data_pointer
+
+        pointer = data_pointer(self.base)
+        numbers = [*self.shape, *self.strides]
+        return ("D" if pointer is not None and pointer % 16 == 0 else "",
+                *("D" if int(n) % 16 == 0 else "" for n in numbers))
+
     def signature(self) -> str:
         """The kernel signature string of this argument, e.g. ``"tensordesc<fp32[16, 32]>"``:
         what a launch specializes on (the element type, block shape and padding)."""

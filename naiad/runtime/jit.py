@@ -100,7 +100,8 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
     16-byte aligned; floats are "fp32", bools "u1"; constexprs, None, dtypes and ``@jit``
     functions are constexprs; tuples specialize element-wise (a namedtuple's types are held
     in the same namedtuple class); a ``TensorDescriptor`` is its type string
-    (``"tensordesc<fp32[16, 32]>"``, `naiad.language.tensor_descriptor`).
+    (``"tensordesc<fp32[16, 32]>"``, `naiad.language.tensor_descriptor`) with a key per
+    runtime part (base, shape, strides) as an array's and an int's.
     """
     from naiad.language import core, dtypes
 
@@ -147,7 +148,7 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
     from naiad.compat.tensor_descriptor import TensorDescriptor
 
     if isinstance(value, TensorDescriptor):
-        return value.signature(), None
+        return value.signature(), value.divisibility() if specialize_value and align else None
     raise LaunchError(f"cannot pass an object of type {type(value).__name__} to a kernel "
                       f"(pass an array, a number, a bool, a dtype, None, a tl.constexpr or a "
                       f"TensorDescriptor)")
@@ -456,17 +457,23 @@ def describe(fn: JITFunction, specialization: list) -> tuple[dict, dict, dict]:
     signature, constexprs, attrs = {}, {}, {}
     for p, (ty, key) in zip(fn.params, specialization):
         signature[p.name] = ty
-        _record(ty, key, (p.num,) if isinstance(ty, tuple) else p.name, constexprs, attrs)
+        path = (p.num,) if isinstance(ty, tuple) or isinstance(key, tuple) else p.name
+        _record(ty, key, path, constexprs, attrs)
     return signature, constexprs, attrs
 
 
 def _record(ty: Any, key: Any, where: Any, constexprs: dict, attrs: dict) -> None:
-    """Note a constexpr value or a divisibility attribute; tuple elements by their path."""
+    """Note a constexpr value or a divisibility attribute; tuple elements and a descriptor's
+    parts by their path."""
     if isinstance(ty, tuple):
         for i, (t, k) in enumerate(zip(ty, key)):
             _record(t, k, (*where, i), constexprs, attrs)
     elif ty == "constexpr":
         constexprs[where] = key
+    elif isinstance(key, tuple):            # a tensor descriptor: a key per runtime part
+        for i, k in enumerate(key):
+            if k == "D":
+                attrs[(*where, i)] = list(DIVISIBILITY)
     elif key == "D":
         attrs[where] = list(DIVISIBILITY)
 

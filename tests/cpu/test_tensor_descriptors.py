@@ -5,6 +5,8 @@ returns, atomics, gather/scatter, and the errors for bad descriptors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -229,9 +231,15 @@ def test_host_descriptor_signature_and_parameters():
     kernel = host_copy_kernel.warmup(TensorDescriptor.from_tensor(a, [4, 16]),
                                      TensorDescriptor.from_tensor(a, [4, 16]), grid=(1,))
     ttir = kernel.asm["ttir"]
-    # Each descriptor arrives as its base pointer, two int32 sizes and two int64 strides, and
-    # a load is a block-pointer load checked on both dimensions.
-    assert ttir.count("!tt.ptr<f32>, %") >= 2 and ttir.count("i32, %") >= 4
+    header = ttir[ttir.index("tt.func"):ttir.index("{\n", ttir.index("tt.func"))]
+    params = re.findall(r"%arg\d+: (!tt\.ptr<f32>|i32|i64)( \{tt\.divisibility = 16 : i32\})?", header)
+    # Each descriptor arrives as its base pointer, two int32 sizes and two int64 strides ...
+    assert [t for t, _ in params] == ["!tt.ptr<f32>", "i32", "i32", "i64", "i64"] * 2
+    # ... specialized as arrays and ints are: the aligned base, the size 32 and the stride 32
+    # are divisible by 16; the size 8 and the unit stride are not
+    aligned = a.ctypes.data % 16 == 0
+    assert [bool(d) for _, d in params] == [aligned, False, True, True, False] * 2
+    # and a load is a block-pointer load checked on both dimensions.
     assert "tt.make_tensor_ptr" in ttir and "boundaryCheck = array<i32: 0, 1>" in ttir
 
 

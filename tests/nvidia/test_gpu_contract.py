@@ -140,8 +140,9 @@ def test_the_shared_rule_table_is_read_only():
 
 
 def test_a_backend_replaces_a_rule_in_its_own_table_only():
-    """cuda lowers dots with its tensor-core rule; the shared table keeps the FMA one."""
+    """cuda lowers dots with its tensor-core rule (and the loads, loops and transposes around
+    them); the shared table keeps the FMA one."""
     assert CUDA_RULES[tt.DotOp] is not RULES[tt.DotOp]
     assert RULES[tt.DotOp].__module__ == "naiad.codegen.gpu.ops_dot"
     assert all(CUDA_RULES[op] is RULES[op] for op in RULES
-               if op not in (tt.DotOp, tt.LoadOp) and op.__name__ != "ForOp")
+               if op not in (tt.DotOp, tt.LoadOp, tt.TransOp) and op.__name__ != "ForOp")

@@ -58,8 +58,8 @@ def tile_as_a_then_b(T, B, C, Out1, Out2, steps, S: tl.constexpr):
     tl.store(Out2 + square, acc2)
 
 
-def _compile(fn, pointers, scalars, constexprs, stages):
-    signature = {**{p: "*fp16" for p in pointers}, **{s: "i32" for s in scalars},
+def _compile(fn, pointers, scalars, constexprs, stages, dtype="*fp16"):
+    signature = {**{p: dtype for p in pointers}, **{s: "i32" for s in scalars},
                  **{c: "constexpr" for c in constexprs}}
     attrs = {p: [["tt.divisibility", 16]] for p in pointers}
     source = ASTSource(fn, signature, constexprs, attrs)
@@ -78,9 +78,13 @@ def test_a_tile_read_by_two_loops_keeps_its_shared_memory_through_both():
     assert kernel.metadata["shared"] >= 128 * 64 * 2 + 64 * 64 * 2
 
 
-def test_a_tile_read_as_a_and_as_b_is_not_hoisted():
-    kernel = _compile(tile_as_a_then_b, ("T", "B", "C", "Out1", "Out2"), ("steps",), dict(S=64), stages=3)
-    assert "ttg.async_load" not in kernel.asm["ttgir"]
+@pytest.mark.parametrize("dtype, hoisted", [("*fp16", True), ("*fp32", False)])
+def test_a_tile_read_as_a_and_as_b_is_hoisted_only_when_wgmma_reads_it_both_ways(dtype, hoisted):
+    """wgmma reads a 16-bit tile K-major or MN-major: one copy serves both dots; a tf32 tile
+    must be K-major for each, so it stays in registers and each dot stores it its own way."""
+    kernel = _compile(tile_as_a_then_b, ("T", "B", "C", "Out1", "Out2"), ("steps",), dict(S=64), stages=3,
+                      dtype=dtype)
+    assert ("ttg.async_load" in kernel.asm["ttgir"]) == hoisted
 
 
 @pytest.mark.usefixtures("gpu")
@@ -106,12 +110,103 @@ def test_one_tile_two_loops_against_torch(gpu, stages, bm, k, bn1, bn2, steps1, 
 
 @pytest.mark.usefixtures("gpu")
 @pytest.mark.parametrize("stages", [1, 3])
-def test_tile_as_a_then_b_against_torch(gpu, stages):
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_tile_as_a_then_b_against_torch(gpu, stages, dtype):
     torch = gpu
     gen = torch.Generator(device="cuda").manual_seed(stages)
-    t = torch.randn((64, 64), device="cuda", dtype=torch.float16, generator=gen)
-    b, c = (torch.randn((3, 64, 64), device="cuda", dtype=torch.float16, generator=gen) for _ in range(2))
+    t = torch.randn((64, 64), device="cuda", generator=gen).to(getattr(torch, dtype))
+    b, c = (torch.randn((3, 64, 64), device="cuda", generator=gen).to(t.dtype) for _ in range(2))
     out1, out2 = (torch.full((64, 64), float("nan"), device="cuda") for _ in range(2))
     tile_as_a_then_b[(1,)](t, b, c, out1, out2, 3, S=64, num_stages=stages)
-    torch.testing.assert_close(out1.double(), t.double() @ (2 * b.double().sum(0)), atol=0.05, rtol=1e-3)
-    torch.testing.assert_close(out2.double(), (2 * c.double().sum(0)) @ t.double(), atol=0.05, rtol=1e-3)
+    tol = dict(atol=0.05, rtol=1e-3) if dtype == "float16" else dict(atol=0.5, rtol=1e-2)     # tf32
+    torch.testing.assert_close(out1.double(), t.double() @ (2 * b.double().sum(0)), **tol)
+    torch.testing.assert_close(out2.double(), (2 * c.double().sum(0)) @ t.double(), **tol)
+
+
+@naiad.jit
+def _dkdv_steps(dk, dv, Q, DO, M, D, k, v, stride, start_n, start_m, steps, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, HEAD: tl.constexpr, CAUSAL_MASK: tl.constexpr):
+    """``steps`` blocks of BLOCK_M query rows from ``start_m`` on, added into dK and dV of the
+    BLOCK_N key rows from ``start_n``: each Q and dO tile is read by two dots, once transposed."""
+    rows_n = start_n + tl.arange(0, BLOCK_N)
+    heads = tl.arange(0, HEAD)
+    for step in range(steps):
+        rows_m = start_m + step * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_t = tl.load(Q + rows_m[None, :] * stride + heads[:, None])          # HEAD x BLOCK_M
+        p_t = tl.math.exp2(tl.dot(k, q_t) - tl.load(M + rows_m)[None, :])
+        if CAUSAL_MASK:
+            p_t = tl.where(rows_m[None, :] >= rows_n[:, None], p_t, 0.0)
+        do = tl.load(DO + rows_m[:, None] * stride + heads[None, :])           # BLOCK_M x HEAD
+        dv = tl.dot(p_t.to(do.dtype), do, dv)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = p_t * (dp_t - tl.load(D + rows_m)[None, :])
+        dk = tl.dot(ds_t.to(q_t.dtype), tl.trans(q_t), dk)
+    return dk, dv
+
+
+@naiad.jit
+def attention_dkdv(Q, K, V, DO, DK, DV, M, D, stride, n_ctx, BLOCK_N: tl.constexpr, HEAD: tl.constexpr,
+                   MASKED_M: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """Attention's backward for dK and dV (the shape of Triton's tutorial 06): K and V tiles
+    loaded once, read by the dots of the masked diagonal loop and of the loop after it."""
+    start_n = tl.program_id(0) * BLOCK_N
+    rows_n = start_n + tl.arange(0, BLOCK_N)
+    heads = tl.arange(0, HEAD)
+    k = tl.load(K + rows_n[:, None] * stride + heads[None, :])
+    v = tl.load(V + rows_n[:, None] * stride + heads[None, :])
+    dk = tl.zeros((BLOCK_N, HEAD), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD), dtype=tl.float32)
+    start_m = 0
+    if CAUSAL:
+        dk, dv = _dkdv_steps(dk, dv, Q, DO, M, D, k, v, stride, start_n, start_n, BLOCK_N // MASKED_M,
+                             MASKED_M, BLOCK_N, HEAD, True)
+        start_m = start_n + BLOCK_N
+    dk, dv = _dkdv_steps(dk, dv, Q, DO, M, D, k, v, stride, start_n, start_m, (n_ctx - start_m) // BLOCK_M,
+                         BLOCK_M, BLOCK_N, HEAD, False)
+    tl.store(DK + rows_n[:, None] * stride + heads[None, :], dk)
+    tl.store(DV + rows_n[:, None] * stride + heads[None, :], dv)
+
+
+def test_the_rings_of_loops_one_after_another_share_shared_memory():
+    """K and V (32 KB each at HEAD 128) live through both loops; the masked loop's five-stage
+    rings of Q and dO tiles (8 KB a stage) and the second loop's (16 KB a stage) are never live
+    together, so they share memory: the kernel fits an H200's 227 KB."""
+    ptrs = ("Q", "K", "V", "DO", "DK", "DV", "M", "D")
+    signature = {**{p: "*fp16" for p in ptrs[:4]}, **{p: "*fp32" for p in ptrs[4:]}, "stride": "i32",
+                 "n_ctx": "i32", **{c: "constexpr" for c in ("BLOCK_N", "HEAD", "MASKED_M", "BLOCK_M", "CAUSAL")}}
+    attrs = {p: [["tt.divisibility", 16]] for p in (*ptrs, "stride", "n_ctx")}
+    source = ASTSource(attention_dkdv, signature, dict(BLOCK_N=128, HEAD=128, MASKED_M=16, BLOCK_M=32, CAUSAL=True),
+                       attrs)
+    kernel = naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 5})
+    assert kernel.asm["ttgir"].count("ttg.async_load") == 2 + 2 * 5 * 2      # K, V; Q and dO of each loop
+    kv, first, second = 2 * 32768, 5 * 8192, 5 * 16384
+    assert kv + second <= kernel.metadata["shared"] < kv + first + second
+
+
+def _dkdv_reference(torch, q, k, v, do, m, d, causal):
+    p_t = torch.exp2(k.double() @ q.double().T - m.double()[None, :])
+    if causal:
+        n = q.shape[0]
+        p_t = torch.where(torch.arange(n, device="cuda")[None, :] >= torch.arange(n, device="cuda")[:, None], p_t, 0.0)
+    dv = p_t.to(q.dtype).double() @ do.double()
+    ds_t = p_t * (v.double() @ do.double().T - d.double()[None, :])
+    return ds_t.to(q.dtype).double() @ q.double(), dv
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("n_ctx, head, warps", [(256, 64, 4), (512, 64, 8), (384, 128, 4), (128, 64, 4)])
+def test_attention_dkdv_against_torch(gpu, stages, causal, n_ctx, head, warps):
+    torch = gpu
+    gen = torch.Generator(device="cuda").manual_seed(n_ctx + head + causal)
+    q, k, v, do = (0.5 * torch.randn((n_ctx, head), device="cuda", generator=gen).half() for _ in range(4))
+    m = 2.0 + 0.1 * torch.randn(n_ctx, device="cuda", generator=gen)
+    d = 0.1 * torch.randn(n_ctx, device="cuda", generator=gen)
+    dk, dv = (torch.full((n_ctx, head), float("nan"), device="cuda") for _ in range(2))
+    attention_dkdv[(n_ctx // 128,)](q, k, v, do, dk, dv, m, d, head, n_ctx, BLOCK_N=128, HEAD=head, MASKED_M=16,
+                                    BLOCK_M=32, CAUSAL=causal, num_warps=warps, num_stages=stages)
+    want_dk, want_dv = _dkdv_reference(torch, q, k, v, do, m, d, causal)
+    for got, want in ((dk, want_dk), (dv, want_dv)):
+        assert not torch.isnan(got).any()
+        assert (got.double() - want).abs().max().item() <= 2e-3 * want.abs().max().item() + 0.05

@@ -22,6 +22,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
+from naiad.backends.cuda.dot_operands import is_transpose
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
@@ -68,12 +69,17 @@ class Staged(Carried):
 
     ring: Ring
     offset: ir.Value
+    #: The ring's tile as this value reads it: transposed, for a ``tt.trans`` of a staged tile.
+    tile: Any
 
     def carried_values(self) -> list[ir.Value]:
         return [self.offset]
 
     def rebuilt(self, values: list[ir.Value]) -> "Staged":
-        return Staged(self.ring, values[0])
+        return Staged(self.ring, values[0], self.tile)
+
+    def transposed(self) -> "Staged":
+        return Staged(self.ring, self.offset, self.tile.transposed())
 
 
 def copy_vector(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple[int, int]) -> int:
@@ -103,32 +109,37 @@ def _reached_uses(value: Any) -> list[Any]:
 
 
 def _consumer(value: Any) -> tuple[tt.DotOp, int] | None:
-    """The tensor-core dot ``value`` ends up as an operand of -- directly, or carried through
-    loops -- and which operand (0: A, 1: B)."""
+    """The tensor-core dot ``value`` ends up as an operand of -- directly, through a 2-D
+    transpose, or carried through loops -- and the dimension of ``value`` it sums over."""
     for use in _reached_uses(value):
-        if isinstance(use.operation, tt.DotOp) and use.index < 2:
-            return use.operation, use.index
+        user = use.operation
+        if is_transpose(user):
+            found = next((u for u in user.results[0].uses if isinstance(u.operation, tt.DotOp) and u.index < 2), None)
+            if found is not None:
+                return found.operation, found.index
+        elif isinstance(user, tt.DotOp) and use.index < 2:
+            return user, 1 - use.index
     return None
 
 
-def tile_for(k: GPUKernel, dot: tt.DotOp, index: int, layout: L.Layout, shape: tuple[int, int],
+def tile_for(k: GPUKernel, dot: tt.DotOp, k_dim: int, layout: L.Layout, shape: tuple[int, int],
              mlir_type: Any) -> Any:
-    """The tile an operand of ``dot`` (A: ``index`` 0, B: 1) spread by ``layout`` goes to; None
-    when wgmma cannot read one."""
+    """The tile an operand of ``dot`` that sums over its dimension ``k_dim``, spread by
+    ``layout``, goes to; None when wgmma cannot read one."""
     mma = L.parse_layout(dot.attributes["ttg.mma"].data)
-    k_dim = 1 - index
     transposable = lt.byte_size(lt.memory_type(mlir_type)) == 2
-    if mma.version == 2:                 # only B, through ldmatrix.trans
-        return padded_tile(layout, shape, mlir_type, k_dim, index == 1 and transposable)
+    if mma.version == 2:                 # only B (summing over its rows), through ldmatrix.trans
+        return padded_tile(layout, shape, mlir_type, k_dim, k_dim == 0 and transposable)
     return swizzled_tile(layout, shape, mlir_type, k_dim, transposable)
 
 
 def prepare(k: GPUKernel) -> None:
     """Reserve each ring of the kernel's ``ttg.async_load`` ops, live from its first copy to
-    the end of the loop that carries it."""
+    the end of the loop that carries it (rings whose loops follow one another share memory)."""
+    spans: dict[str, list[Any]] = {}
     for op in k.func_op.walk():
         if isinstance(op, AsyncLoadOp):
-            k.reserved_during.update(_live_span(op))
+            spans.setdefault(op.ring.data, []).extend(_live_span(op))
     for op in k.func_op.walk():
         if not isinstance(op, AsyncLoadOp) or ("ring", op.ring.data) in k.state:
             continue
@@ -142,8 +153,8 @@ def prepare(k: GPUKernel) -> None:
                                       f"into a tile its dot reads")
         stages = op.stages.value.data
         slot = -(-tile.size_bytes // 1024) * 1024
-        k.state[("ring", op.ring.data)] = Ring(tile, k.reserve_shared(stages * slot, 1024), stages,
-                                               layout, vector)
+        base = k.reserve_shared(stages * slot, spans[op.ring.data], 1024)
+        k.state[("ring", op.ring.data)] = Ring(tile, base, stages, layout, vector)
 
 
 def _live_span(op: AsyncLoadOp) -> list[Any]:
@@ -178,7 +189,7 @@ def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
     masks = k.tensor(op.mask, layout).values
     copy_global(k, pointers, masks, layout, shape, ring.vector, ring.tile, offset)
     asm(b, "cp.async.commit_group;", [], [])
-    k.env[result] = Staged(ring, offset)
+    k.env[result] = Staged(ring, offset, ring.tile)
 
 
 def drain(k: GPUKernel, loop: scf.ForOp) -> None:
@@ -223,7 +234,7 @@ def _deferrable(k: GPUKernel, op: Any) -> DeferredLoad | None:
         return None                      # masked-off elements of a copy are zeros
     layout, shape = k.layout_of(result), shape_of(result)
     vector = copy_vector(k, op, layout, shape)
-    tile = tile_for(k, dot, uses[0].index, layout, shape, result.type) if vector > 1 else None
+    tile = tile_for(k, dot, 1 - uses[0].index, layout, shape, result.type) if vector > 1 else None
     if tile is None or L.run_length(layout, shape, tile.inner) < vector:
         return None                      # the copies' chunks must run along the tile's rows
     return DeferredLoad(op, layout, shape, vector)
@@ -244,7 +255,7 @@ def in_registers(k: GPUKernel, value: Any, layout: L.Layout) -> Any:
     if isinstance(held, Staged):
         wait(k, [held], 0)
         k.hooks.barrier(k.b)
-        values = read_registers(k, held.ring.tile, held.offset, layout, shape_of(value), lt.scalar(value.type))
+        values = read_registers(k, held.tile, held.offset, layout, shape_of(value), lt.scalar(value.type))
         k.env[value] = Dist(layout, shape_of(value), values)
         return k.env[value]
     return k.tensor(value, layout)

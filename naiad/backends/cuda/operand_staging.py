@@ -43,8 +43,6 @@ def _place(k: GPUKernel, operand: Any, tile: Any, base: ir.Value) -> bool:
 
 def _spread(operand: Any) -> tuple[L.Layout, tuple[int, int]]:
     """The layout and shape that say along which dimension an operand's elements run."""
-    if isinstance(operand, Staged):
-        return operand.ring.layout, operand.ring.tile.shape
     return operand.layout, operand.shape
 
 
@@ -59,7 +57,8 @@ def operand_tiles(k: GPUKernel, op: Any, operands: list[Any], make: Any) -> tupl
         if operand is None:
             continue
         if isinstance(operand, Staged):
-            tiles[i], bases[i] = operand.ring.tile, operand.offset
+            # read as this operand: one tile may serve a dot as A and another as B
+            tiles[i], bases[i] = operand.tile.read_as(1 - i), operand.offset
             continue
         tiles[i] = make(i, *_spread(operand))
         if tiles[i] is None:

@@ -11,8 +11,9 @@ and their values reach the dot of their own iteration as loop-carried values:
                   loads of iteration t + S - 1, into the slot dot(t - 1) just released
                   carry the values of t + 1 .. t + S - 1 on
 
-A load qualifies when it is a direct operand of a tensor-core dot of the same loop body (one
-with ``ttg.mma``), fills masked-off elements with zeros, and its pointers, mask and the loop
+A load qualifies when every use of it is an operand of a tensor-core dot of the same loop body
+(one with ``ttg.mma``) -- directly or through a 2-D ``tt.trans``, and one tile must serve them
+all (`dot_operands.one_tile_serves`) --, fills masked-off elements with zeros, and its pointers, mask and the loop
 values they come from are computed without reading memory or reaching the dot's results: the
 loop values it depends on must follow a recurrence of their own (``ptrs += step``), which the
 pass runs ahead, ``S - 1`` iterations in front of the loop's own.  Loads of iterations past the
@@ -29,6 +30,7 @@ from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, IntegerAttr, Intege
                                    i1, i32)
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
+from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, one_tile_serves, readers
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
@@ -83,23 +85,26 @@ class _Slice:
         self.ops = [op for op in body.ops if op in seen]
 
 
-def _feeds_mma_dot(load: tt.LoadOp) -> tt.DotOp | None:
-    uses = list(load.results[0].uses)
-    if len(uses) != 1 or uses[0].index > 1:
+def _staged_readers(load: tt.LoadOp, info: dict) -> list[Reader] | None:
+    """The tensor-core dots that would read ``load``'s tile, when one tile copied from global
+    memory can serve them all (`dot_operands.one_tile_serves`, and `_copyable` for each);
+    None otherwise."""
+    if len(load.results[0].type.get_shape()) != 2 or load.isVolatile.value.data or \
+            (load.other is not None and splat_value(load.other) != 0):
         return None
-    dot = uses[0].operation
-    if not isinstance(dot, tt.DotOp) or "ttg.mma" not in dot.attributes or \
-            dot.parent_block() is not load.parent_block():
+    found = readers(load.results[0])
+    element = lt.byte_size(lt.memory_type(load.results[0].type))
+    if found is None or not one_tile_serves(found, element) or \
+            not all(_copyable(load, info, r.dot, r.k_dim) for r in found):
         return None
-    return dot
+    return found
 
 
-def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp | None = None) -> bool:
-    """Whether the lowering can copy ``load`` into the tile ``dot`` (by default its one user)
-    reads: 16-byte (at least 4-byte) chunks along the dimension its pointers run, which must
-    be K unless the elements are 16-bit (those tiles may be transposed), and a swizzle that
-    fits the tile."""
-    dot = dot or _feeds_mma_dot(load)
+def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
+    """Whether the lowering can copy ``load`` into a tile that ``dot`` reads summing over the
+    load's dimension ``k_dim``: 16-byte (at least 4-byte) chunks along the dimension its
+    pointers run, which must be K unless the elements are 16-bit (those tiles may be
+    transposed), and a swizzle that fits the tile."""
     shape = load.results[0].type.get_shape()
     element = lt.byte_size(lt.memory_type(load.results[0].type))
     ptr = info.get(load.ptr) or AxisInfo.unknown(2)
@@ -108,10 +113,9 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp | None = None) -> bool:
     vector = min(ptr.contiguity[along], 16 // element, max(1, ptr.divisibility[along] // element))
     if mask is not None:
         vector = min(vector, mask.constancy[along])
-    k_dim = 1 if next(u for u in load.results[0].uses if u.operation is dot).index == 0 else 0
     if vector * element < 4 or (element != 2 and along != k_dim):
         return False
-    if "versionMajor = 2" in dot.attributes["ttg.mma"].data:
+    if mma_version(dot) == 2:
         return along == k_dim or k_dim == 0      # mma.sync: B may be transposed (ldmatrix.trans)
     inner = along if element == 2 else k_dim
     return bool(swizzle_bytes(shape[inner] * element)) and shape[1 - inner] % 8 == 0
@@ -121,10 +125,10 @@ def _candidates(body: Block, info: dict) -> tuple[list[tt.LoadOp], set[BlockArgu
     """The loads to pipeline and the carried values their recurrences run ahead."""
     loads = []
     for op in body.ops:
-        if isinstance(op, tt.LoadOp) and _feeds_mma_dot(op) is not None and \
-                len(op.results[0].type.get_shape()) == 2 and not op.isVolatile.value.data and \
-                (op.other is None or splat_value(op.other) == 0) and _copyable(op, info):
-            loads.append(op)
+        if isinstance(op, tt.LoadOp):
+            found = _staged_readers(op, info)
+            if found is not None and all(r.dot.parent_block() is body for r in found):
+                loads.append(op)
     yields = body.last_op
     while True:
         slices = {load: _Slice(body, [v for v in (load.ptr, load.mask) if v is not None]) for load in loads}
@@ -184,41 +188,24 @@ def _async_load(load: tt.LoadOp, mapping: dict, valid: SSAValue, slot: SSAValue,
 
 
 def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> bool:
-    """A load before the loop whose value every iteration's dot takes as an operand (the Q
-    tile of attention) goes to shared memory once, as a one-slot ``ttg.async_load``, rather
-    than being stored there again in every iteration."""
+    """A load before the loop whose value the loop's dots read in every iteration (the Q tile
+    of attention; the K and V tiles of its backward, read by two loops) goes to shared memory
+    once, as a one-slot ``ttg.async_load``, rather than being stored there again in every
+    iteration."""
     changed = False
-    dots = [op for op in loop.body.block.ops if isinstance(op, tt.DotOp) and "ttg.mma" in op.attributes]
-    for dot in dots:
-        for value in (dot.a, dot.b):
-            load = value.owner
-            if not isinstance(load, tt.LoadOp) or load.parent_block() is not loop.parent_block() or \
-                    len(value.type.get_shape()) != 2 or load.isVolatile.value.data or \
-                    (load.other is not None and splat_value(load.other) != 0) or \
-                    not _read_alike(value) or not _copyable(load, info, dot):
-                continue
-            zero = _constant(load, 0, i32)
-            valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
-            staged = _async_load(load, {}, valid, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
-                                 load.parent_block(), load)
-            value.replace_all_uses_with(staged)
-            load.detach()
-            load.erase()
-            changed = True
+    for load in [op for op in loop.parent_block().ops if isinstance(op, tt.LoadOp)]:
+        found = _staged_readers(load, info)
+        if found is None or not any(loop.is_ancestor(r.dot) for r in found):
+            continue
+        zero = _constant(load, 0, i32)
+        valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
+        staged = _async_load(load, {}, valid, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
+                             load.parent_block(), load)
+        load.results[0].replace_all_uses_with(staged)
+        load.detach()
+        load.erase()
+        changed = True
     return changed
-
-
-def _read_alike(value: SSAValue) -> bool:
-    """Whether every use of ``value`` is the same operand (A or B) of tensor-core dots of one
-    MMA version: those read one tile, so one shared copy serves them all (the K tile of
-    attention's backward, read by the dots of two loops)."""
-    reads = set()
-    for use in value.uses:
-        dot = use.operation
-        if not isinstance(dot, tt.DotOp) or use.index > 1 or "ttg.mma" not in dot.attributes:
-            return False
-        reads.add((use.index, "versionMajor = 2" in dot.attributes["ttg.mma"].data))
-    return len(reads) == 1
 
 
 def _count_ops(loop: scf.ForOp) -> int:
@@ -310,7 +297,8 @@ def _mark_waits(block: Block, carried: list[list[SSAValue]], ahead: int) -> None
     first = {values[0]: f for f, values in enumerate(carried)}
     for op in block.ops:
         if isinstance(op, tt.DotOp):
-            used = [first[v] for v in (op.a, op.b) if v in first]
+            sources = [v.owner.src if is_transpose(v.owner) else v for v in (op.a, op.b)]
+            used = [first[v] for v in sources if v in first]
             if used:
                 pending = (ahead - 1) * families + (families - 1 - max(used))
                 op.attributes["ttg.pipeline_wait"] = IntegerAttr(pending, i32)

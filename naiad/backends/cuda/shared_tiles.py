@@ -44,8 +44,26 @@ def swizzle_bytes(row_bytes: int) -> int:
     return 0
 
 
+class _Tile:
+    """What both geometries share: ``shape``, the ``inner`` dimension stored contiguously, and
+    ``k_dim``, the dimension the reading dot sums over -- a property of the reader, not of the
+    bytes: one tile may serve several dots, transposed or not."""
+
+    @property
+    def k_major(self) -> bool:
+        return self.inner == self.k_dim
+
+    def transposed(self) -> Any:
+        """The same bytes as the tile of the transposed tensor (a ``tt.trans`` moves nothing)."""
+        return dataclasses.replace(self, shape=self.shape[::-1], inner=1 - self.inner, k_dim=1 - self.k_dim)
+
+    def read_as(self, operand: int) -> Any:
+        """The tile as a dot's A (0) or B (1) reads it: summing over dimension 1 or 0."""
+        return dataclasses.replace(self, k_dim=1 - operand)
+
+
 @dataclasses.dataclass(frozen=True)
-class SwizzledTile:
+class SwizzledTile(_Tile):
     shape: tuple[int, int]
     inner: int
     k_dim: int
@@ -64,10 +82,6 @@ class SwizzledTile:
     def atom_bytes(self) -> int:
         """Bytes between two atoms along the inner dimension (the descriptor's leading offset)."""
         return self.outer_size * self.width
-
-    @property
-    def k_major(self) -> bool:
-        return self.inner == self.k_dim
 
     def plain(self, b: ir.IRBuilder, outer: ir.Value, inner: ir.Value) -> ir.Value:
         """The byte offset (in the tile, before the swizzle) of element (outer, inner)."""
@@ -91,7 +105,7 @@ class SwizzledTile:
 
 
 @dataclasses.dataclass(frozen=True)
-class PaddedTile:
+class PaddedTile(_Tile):
     shape: tuple[int, int]
     inner: int
     k_dim: int
@@ -104,10 +118,6 @@ class PaddedTile:
     @property
     def size_bytes(self) -> int:
         return self.shape[1 - self.inner] * self.row_bytes
-
-    @property
-    def k_major(self) -> bool:
-        return self.inner == self.k_dim
 
     def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
         """The byte (of shared memory) of the element at tensor coordinates ``coords``."""

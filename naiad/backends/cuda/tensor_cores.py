@@ -2,7 +2,8 @@
 layout (`accelerate_matmul`): version 3 on wgmma (`wgmma`), version 2 on mma.sync
 (`mma_sync`), their operands brought into shared memory by `operand_staging`; dots without
 one (or whose operands no tile takes) take the shared FMA rule.  The rule table `RULES` adds
-the loads that feed those dots and the pipelined loads (`async_copies`).
+the loads that feed those dots and the pipelined loads (`async_copies`), and the transposes
+that only those dots read (free: `lower_trans`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from typing import Any
 from xdsl.dialects import scf
 
 from naiad.backends.cuda import async_copies, wgmma
+from naiad.backends.cuda.dot_operands import is_transpose, only_dots_read
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.mma_sync import lower_mma_sync
 from naiad.codegen.gpu import ops_control, ops_dot
-from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, GPUKernel
+from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, Dist, GPUKernel
 from naiad.ir import tt
 from naiad.ir.ttg import AsyncLoadOp
 
@@ -37,6 +40,26 @@ def _fma(k: GPUKernel, op: Any) -> None:
     ops_dot.fma_dot(k, op)
 
 
+def lower_trans(k: GPUKernel, op: Any) -> None:
+    """A 2-D transpose that only tensor-core dots read moves nothing: a staged tile is read
+    with its dimensions swapped, registers are relabelled (`layouts.transposed`), and the dot
+    stores them into its tile as they are.  Any other transpose is the shared rule's (through
+    shared memory)."""
+    result = op.results[0]
+    held = k.env[op.src]
+    if is_transpose(op) and only_dots_read(result):
+        if isinstance(held, async_copies.Staged):
+            k.env[result] = held.transposed()
+            return
+        if isinstance(held, Dist):
+            layout = L.transposed(held.layout, held.shape)
+            if layout is not None:
+                k.env[result] = Dist(layout, held.shape[::-1], held.values)
+                return
+    async_copies.in_registers(k, op.src, k.layout_of(op.src))
+    SHARED_RULES[tt.TransOp](k, op)
+
+
 def lower_for(k: GPUKernel, op: Any) -> None:
     """The shared rule; then the loop's last copies are waited for, and so are the wgmma
     groups still running on its accumulators."""
@@ -48,4 +71,4 @@ def lower_for(k: GPUKernel, op: Any) -> None:
 #: The cuda backend's rule table: the shared rules, with tensor-core dots, the loads that feed
 #: them, and the pipelined loads.
 RULES = {**SHARED_RULES, tt.DotOp: lower_dot, tt.LoadOp: async_copies.lower_load,
-         AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for}
+         AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for, tt.TransOp: lower_trans}

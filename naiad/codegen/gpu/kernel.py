@@ -70,13 +70,14 @@ class GPUKernel:
         #: Backend state kept for the whole kernel (e.g. the shared-memory rings of pipelined
         #: loads), by whatever key the backend chooses.
         self.state: dict[Any, Any] = {}
-        #: Bytes at the start of shared memory reserved by the backend (`reserve_shared`); the
-        #: scratch that ops share one after another (`shared_regions`) starts after them while
-        #: an op of ``reserved_during`` is being lowered, and at 0 elsewhere (the reserved
-        #: memory is dead there: a pipelined loop's buffers, after the loop).
-        self.reserved_bytes = 0
-        self.reserved_during: set[Any] = set()
-        self._inside_reserved = 0
+        #: Shared memory the backend keeps across ops (`reserve_shared`): (the ops a region is
+        #: live in, its first byte, its end).  The scratch that ops share one after another
+        #: (`shared_regions`) starts after the regions live where it is used, at 0 elsewhere.
+        self._reservations: list[tuple[set, int, int]] = []
+        #: op -> the end of the regions live while it is lowered; the stack of the ops being
+        #: lowered now.
+        self._reserved_top: dict[Any, int] = {}
+        self._tops: list[int] = []
         self.num_warps = num_warps
         self.warp_size = hooks.warp_size
         self.llmod = ir.Module(name="naiad_kernel")
@@ -119,14 +120,15 @@ class GPUKernel:
             self.lower_op(op)
 
     def lower_op(self, op: Any) -> None:
-        if op in self.reserved_during:
-            self._inside_reserved += 1
-            try:
-                self._lower_op(op)
-            finally:
-                self._inside_reserved -= 1
-        else:
+        top = self._reserved_top.get(op)
+        if top is None:
             self._lower_op(op)
+            return
+        self._tops.append(top)
+        try:
+            self._lower_op(op)
+        finally:
+            self._tops.pop()
 
     def _lower_op(self, op: Any) -> None:
         fn = self.rules.get(type(op))
@@ -283,20 +285,29 @@ class GPUKernel:
 
     @property
     def scratch_start(self) -> int:
-        """Where the scratch of the op being lowered starts: after the reservations (1024-byte
-        aligned: what swizzled tensor-core tiles need) while they are live, else at 0."""
-        return -(-self.reserved_bytes // 1024) * 1024 if self._inside_reserved else 0
+        """Where the scratch of the op being lowered starts: after the reserved regions live
+        there (1024-byte aligned: what swizzled tensor-core tiles need), else at 0."""
+        return -(-max(self._tops, default=0) // 1024) * 1024
 
     def need_shared(self, nbytes: int) -> None:
         """``nbytes`` of scratch (from its start), for the op being lowered."""
         self.shared_bytes = max(self.shared_bytes, self.scratch_start + nbytes)
 
-    def reserve_shared(self, nbytes: int, align: int = 16) -> int:
-        """The byte offset (in shared memory) of ``nbytes`` kept while the ops of
-        ``reserved_during`` are lowered; only from ``prepare``, before any op is lowered."""
-        offset = -(-self.reserved_bytes // align) * align
-        self.reserved_bytes = offset + nbytes
-        self.shared_bytes = max(self.shared_bytes, self.reserved_bytes)
+    def reserve_shared(self, nbytes: int, span: Sequence[Any], align: int = 16) -> int:
+        """The byte offset (in shared memory) of ``nbytes`` that nothing else touches while the
+        ops of ``span`` (and the ops inside them) are lowered: the lowest that no region live at
+        the same time holds, so that the buffers of loops one after another share memory (the
+        two halves of attention's backward).  Only from ``prepare``, before any op is lowered."""
+        covered = {inner for op in span for inner in op.walk()}
+        offset = 0
+        for first, end in sorted((o, e) for ops, o, e in self._reservations if ops & covered):
+            if offset + nbytes <= first:
+                break
+            offset = max(offset, -(-end // align) * align)
+        self._reservations.append((covered, offset, offset + nbytes))
+        for op in span:
+            self._reserved_top[op] = max(self._reserved_top.get(op, 0), offset + nbytes)
+        self.shared_bytes = max(self.shared_bytes, offset + nbytes)
         return offset
 
     def shared_regions(self, sizes: Sequence[int], align: int = 16) -> list[int]:

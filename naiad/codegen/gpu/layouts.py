@@ -181,6 +181,26 @@ def default_blocked(shape: Sequence[int], num_warps: int, warp_size: int = 32,
     return Blocked(tuple(spt), tuple(tpw), tuple(wpc), order)
 
 
+def transposed(layout: Layout, shape: Sequence[int]) -> Layout | None:
+    """The layout under which a thread's registers of a 2-D tensor of ``shape`` in ``layout``,
+    in the same order, are the elements of its transpose: a ``tt.trans`` that moves no data.
+    Blocked layouts swap their dimensions (a thread's elements still run along the same
+    memory); layouts with a `Linear` form swap their bases; None for slices of blocked ones."""
+    if len(shape) != 2:
+        return None
+    if isinstance(layout, Blocked):
+        return Blocked(layout.size_per_thread[::-1], layout.threads_per_warp[::-1],
+                       layout.warps_per_cta[::-1], tuple(1 - d for d in layout.order))
+    linear = linear_of(layout, shape)
+    if linear is None:
+        return None
+
+    def swap(bases: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+        return tuple(base[::-1] for base in bases)
+
+    return Linear(tuple(shape)[::-1], swap(linear.registers), swap(linear.lanes), swap(linear.warps))
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
