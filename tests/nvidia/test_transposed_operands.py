@@ -10,6 +10,8 @@ torch over dtypes, shapes and stage counts.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import naiad
@@ -96,3 +98,18 @@ def test_transposed_dots_against_torch(gpu, stages, mode, dtype, m, n, k, steps)
     scale = want.abs().max().item()
     tol = 2e-3 if dtype == "float16" else 1e-2          # bf16 and tf32 round their inputs
     assert (out.double() - want).abs().max().item() <= tol * max(scale, 1.0) * 4
+
+
+def _wgmma_flags(ptx):
+    """The operand flags (scales and transpositions) of each distinct wgmma instruction."""
+    return sorted(set(re.findall(r"(wgmma\.mma_async\.\S+) .*p((?:, \d+)+);", ptx)))
+
+
+@pytest.mark.parametrize("mode", ["a_bt", "at_b", "both", "regs"])
+def test_staged_tiles_are_read_as_the_registers_stored_ones(mode):
+    """With and without pipelining, each dot reads its operands with the same transpositions:
+    a staged tile read through a transpose, or by a dot that takes it as A, is read K-major or
+    MN-major exactly as the tile stored from registers would be."""
+    unstaged, staged = (_compile(mode, 128, 64, 64, stages).asm for stages in (1, 3))
+    assert "ttg.async_load" in staged["ttgir"] and "ttg.async_load" not in unstaged["ttgir"]
+    assert _wgmma_flags(staged["ptx"]) == _wgmma_flags(unstaged["ptx"]) != []

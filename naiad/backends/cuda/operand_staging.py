@@ -58,7 +58,7 @@ def operand_tiles(k: GPUKernel, op: Any, operands: list[Any], make: Any) -> tupl
             continue
         if isinstance(operand, Staged):
             # read as this operand: one tile may serve a dot as A and another as B
-            tiles[i], bases[i] = operand.tile.read_as(1 - i), operand.offset
+            tiles[i], bases[i] = operand.tile.read_as(i), operand.offset
             continue
         tiles[i] = make(i, *_spread(operand))
         if tiles[i] is None:
