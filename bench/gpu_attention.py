@@ -6,10 +6,12 @@ Triton and torch's SDPA, in one run.
 The tutorial file (from Triton's source tree, ``python/tutorials``) is imported twice: once
 with Naiad's compatibility layer on, so that its ``import triton`` is Naiad, and once under
 the real Triton.  Both run the tutorial's own ``attention`` (an autograd function: the forward
-kernel with host tensor descriptors on sm_90, the backward's preprocess and dK/dV/dQ kernels)
-with the tutorial's testing config (its ``PYTEST_VERSION`` switch: BLOCK_M 128, BLOCK_N 64,
+kernel, the backward's preprocess and dK/dV/dQ kernels) with the tutorial's testing config (its ``PYTEST_VERSION`` switch: BLOCK_M 128, BLOCK_N 64,
 2 stages, 4 warps), the same for both frameworks -- autotuning each over the tutorial's 24
-configs would cost minutes of compilation per shape.
+configs would cost minutes of compilation per shape.  Under Triton the forward gets host
+tensor descriptors on sm_90; under Naiad ``driver.active`` (asked with no arguments) is the
+default backend's, the CPU's, so the tutorial's ``is_cuda()`` is false and its kernel builds
+the descriptors from plain pointers.
 
 Rows: forward and backward, fp16, batch 4, 32 heads, N_CTX 1024 and 4096 (2048 with --quick),
 head dim 64 and 128, causal and not.  TFLOP/s as the tutorial counts them (forward 4 B H N^2 D,
