@@ -22,7 +22,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
-from naiad.backends.cuda.dot_operands import is_transpose
+from naiad.backends.cuda.dot_operands import readers_of_use
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
@@ -112,13 +112,9 @@ def _consumer(value: Any) -> tuple[tt.DotOp, int] | None:
     """The tensor-core dot ``value`` ends up as an operand of -- directly, through a 2-D
     transpose, or carried through loops -- and the dimension of ``value`` it sums over."""
     for use in _reached_uses(value):
-        user = use.operation
-        if is_transpose(user):
-            found = next((u for u in user.results[0].uses if isinstance(u.operation, tt.DotOp) and u.index < 2), None)
-            if found is not None:
-                return found.operation, found.index
-        elif isinstance(user, tt.DotOp) and use.index < 2:
-            return user, 1 - use.index
+        found = readers_of_use(use)
+        if found:
+            return found[0].dot, found[0].k_dim
     return None
 
 

@@ -43,22 +43,30 @@ def only_dots_read(value: Any) -> bool:
     return all(_operand_of_mma(use) for use in value.uses)
 
 
+def readers_of_use(use: Any) -> list[Reader] | None:
+    """The tensor-core dots one use of a value stands for: the dot itself when the use is an
+    operand of one, the dots reading a 2-D transpose when the use is that transpose and only
+    such dots read it; None otherwise."""
+    user = use.operation
+    if is_transpose(user):
+        if not only_dots_read(user.results[0]):
+            return None
+        # A (0) sums over its dimension 1, B (1) over 0; the transpose swaps them
+        return [Reader(inner.operation, inner.index, True) for inner in user.results[0].uses]
+    if _operand_of_mma(use):
+        return [Reader(user, 1 - use.index, False)]
+    return None
+
+
 def readers(value: Any) -> list[Reader] | None:
     """Every tensor-core dot that reads ``value`` as an operand, directly or through a 2-D
     transpose; None when some use is anything else (the value is then needed in registers)."""
     found: list[Reader] = []
     for use in value.uses:
-        user = use.operation
-        if is_transpose(user):
-            for inner in user.results[0].uses:
-                if not _operand_of_mma(inner):
-                    return None
-                # A (0) sums over its dimension 1, B (1) over 0; the transpose swaps them
-                found.append(Reader(inner.operation, inner.index, True))
-        elif _operand_of_mma(use):
-            found.append(Reader(user, 1 - use.index, False))
-        else:
+        of_use = readers_of_use(use)
+        if of_use is None:
             return None
+        found += of_use
     return found or None
 
 
