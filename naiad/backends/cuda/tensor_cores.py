@@ -56,7 +56,8 @@ def lower_trans(k: GPUKernel, op: Any) -> None:
             if layout is not None:
                 k.env[result] = Dist(layout, held.shape[::-1], held.values)
                 return
-    async_copies.in_registers(k, op.src, k.layout_of(op.src))
+    if not isinstance(held, Dist):           # a staged tile or a deferred load: registers first
+        async_copies.in_registers(k, op.src, k.layout_of(op.src))
     SHARED_RULES[tt.TransOp](k, op)
 
 
