@@ -52,12 +52,16 @@ needs_ptxas = pytest.mark.skipif(ptxas_path() is None,
 
 
 def compile_cuda(fn, signature: dict, constexprs: dict | None = None, attrs: dict | None = None,
-                 num_warps: int = 4):
-    """``fn`` compiled for an sm_90 GPU (a `CompiledKernel`: ``.asm[stage]``, ``.metadata``)."""
+                 num_warps: int = 4, num_stages: int | None = None):
+    """``fn`` compiled for an sm_90 GPU (a `CompiledKernel`: ``.asm[stage]``, ``.metadata``);
+    ``num_stages`` as a launch gives it (the backend's default when None)."""
     from naiad.compiler.compiler import ASTSource
 
     source = ASTSource(fn, signature, constexprs or {}, attrs or {})
-    return naiad.compile(source, target=TARGET, options={"num_warps": num_warps})
+    options = {"num_warps": num_warps}
+    if num_stages is not None:
+        options["num_stages"] = num_stages
+    return naiad.compile(source, target=TARGET, options=options)
 
 
 @pytest.fixture(name="compile_cuda")

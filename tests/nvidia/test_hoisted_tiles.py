@@ -15,8 +15,8 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad.backends.compiler import GPUTarget
-from naiad.compiler.compiler import ASTSource
+
+from .conftest import compile_cuda
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -62,9 +62,7 @@ def _compile(fn, pointers, scalars, constexprs, stages, dtype="*fp16"):
     signature = {**{p: dtype for p in pointers}, **{s: "i32" for s in scalars},
                  **{c: "constexpr" for c in constexprs}}
     attrs = {p: [["tt.divisibility", 16]] for p in pointers}
-    source = ASTSource(fn, signature, constexprs, attrs)
-    return naiad.compile(source, target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": 4, "num_stages": stages})
+    return compile_cuda(fn, signature, constexprs, attrs, num_stages=stages)
 
 
 ONE_TILE = (("T", "B1", "B2", "Out1", "Out2"), ("steps1", "steps2"))
@@ -175,9 +173,8 @@ def test_the_rings_of_loops_one_after_another_share_shared_memory():
     signature = {**{p: "*fp16" for p in ptrs[:4]}, **{p: "*fp32" for p in ptrs[4:]}, "stride": "i32",
                  "n_ctx": "i32", **{c: "constexpr" for c in ("BLOCK_N", "HEAD", "MASKED_M", "BLOCK_M", "CAUSAL")}}
     attrs = {p: [["tt.divisibility", 16]] for p in (*ptrs, "stride", "n_ctx")}
-    source = ASTSource(attention_dkdv, signature, dict(BLOCK_N=128, HEAD=128, MASKED_M=16, BLOCK_M=32, CAUSAL=True),
-                       attrs)
-    kernel = naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 5})
+    kernel = compile_cuda(attention_dkdv, signature, dict(BLOCK_N=128, HEAD=128, MASKED_M=16, BLOCK_M=32, CAUSAL=True),
+                          attrs, num_stages=5)
     assert kernel.asm["ttgir"].count("ttg.async_load") == 2 + 2 * 5 * 2      # K, V; Q and dO of each loop
     kv, first, second = 2 * 32768, 5 * 8192, 5 * 16384
     assert kv + second <= kernel.metadata["shared"] < kv + first + second

@@ -16,8 +16,8 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad.backends.compiler import GPUTarget
-from naiad.compiler.compiler import ASTSource
+
+from .conftest import compile_cuda
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -59,8 +59,7 @@ def _compile(mode, m, n, k, stages, dtype="*fp16"):
     signature = {"X": dtype, "Y": dtype, "Out": "*fp32", "steps": "i32", "M": "constexpr", "N": "constexpr",
                  "K": "constexpr", "MODE": "constexpr"}
     attrs = {p: [["tt.divisibility", 16]] for p in ("X", "Y", "Out")}
-    source = ASTSource(transposed_dots, signature, dict(M=m, N=n, K=k, MODE=mode), attrs)
-    return naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": stages})
+    return compile_cuda(transposed_dots, signature, dict(M=m, N=n, K=k, MODE=mode), attrs, num_stages=stages)
 
 
 @pytest.mark.parametrize("mode, dtype, pipelined", [
