@@ -19,7 +19,7 @@ import naiad.language as tl
 from naiad.backends.compiler import GPUTarget
 from naiad.compiler.compiler import ASTSource
 
-from .conftest import needs_ptxas
+from .conftest import compile_cuda, needs_ptxas
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -213,8 +213,7 @@ def test_split_precisions_run_on_tensor_cores(precision, m, warps):
 def _compile_imprecise(limit, dtype="*fp8e5"):
     signature = {"a_ptr": dtype, "b_ptr": dtype, "c_ptr": "*fp32", "out_ptr": "*fp32", "M": "constexpr",
                  "N": "constexpr", "K": "constexpr", "LIMIT": "constexpr"}
-    source = ASTSource(imprecise_dot, signature, {"M": 64, "N": 64, "K": 128, "LIMIT": limit}, {})
-    return naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    return compile_cuda(imprecise_dot, signature, {"M": 64, "N": 64, "K": 128, "LIMIT": limit})
 
 
 @pytest.mark.parametrize("limit, groups", [(0, 0), (32, 4), (64, 2), (128, 1)])
@@ -274,9 +273,7 @@ def _compile_matmul(bm, bn, bk, warps, stages=3, dtype="*fp16"):
                   "BLOCK_K": bk, "GROUP_M": 8}
     attrs = {n: [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K",
                                                     "stride_am", "stride_bk", "stride_cm")}
-    source = ASTSource(matmul, signature, constexprs, attrs)
-    return naiad.compile(source, target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": warps, "num_stages": stages})
+    return compile_cuda(matmul, signature, constexprs, attrs, num_warps=warps, num_stages=stages)
 
 
 @pytest.mark.parametrize("bm, bn, bk, warps, stages, shared", [
