@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from naiad import knobs
 from naiad.ir import print_module
 from naiad.passes import run_passes
 from naiad.passes.block_pointers import rewrite_block_pointers
 from tests.cpu import test_memory
+
+from .ttir import after_ttir_stage
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -21,23 +22,13 @@ def rewritten():
     """Every kernel compiled in the test goes through the rewrite after the CPU's ttir stage."""
     seen = []
 
-    def inspect(*args):
-        if not args:
-            return "block-pointer-rewrite", "1"          # part of the cache key
-        backend, stages, options, language, capability = args
-        ttir = stages["ttir"]
+    def rewrite(module):
+        if rewrite_block_pointers(module):
+            run_passes(module, ("cse", "dce"))
+            module.verify()
+        seen.append(print_module(module))
 
-        def ttir_then_rewrite(module, metadata):
-            module = ttir(module, metadata)
-            if rewrite_block_pointers(module):
-                run_passes(module, ("cse", "dce"))
-                module.verify()
-            seen.append(print_module(module))
-            return module
-        stages["ttir"] = ttir_then_rewrite
-
-    with knobs.runtime.scope():
-        knobs.runtime.add_stages_inspection_hook = inspect
+    with after_ttir_stage("block-pointer-rewrite", rewrite):
         yield seen
 
 

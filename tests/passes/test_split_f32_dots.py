@@ -10,9 +10,10 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad import knobs
 from naiad.ir import print_module
 from naiad.passes.split_f32_dots import split_f32_dots
+
+from .ttir import after_ttir_stage
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -32,23 +33,13 @@ def split():
     """Every dot compiled in the test is split after the CPU's ttir stage; the TTIR texts."""
     seen = []
 
-    def inspect(*args):
-        if not args:
-            return "split-f32-dots", "1"                 # part of the cache key
-        backend, stages, options, language, capability = args
-        ttir = stages["ttir"]
+    def split_all(module):
+        for func in module.body.ops:
+            split_f32_dots(func, lambda dot, part: True)
+        module.verify()
+        seen.append(print_module(module))
 
-        def ttir_then_split(module, metadata):
-            module = ttir(module, metadata)
-            for func in module.body.ops:
-                split_f32_dots(func, lambda dot, part: True)
-            module.verify()
-            seen.append(print_module(module))
-            return module
-        stages["ttir"] = ttir_then_split
-
-    with knobs.runtime.scope():
-        knobs.runtime.add_stages_inspection_hook = inspect
+    with after_ttir_stage("split-f32-dots", split_all):
         dot_kernel.cache.clear()
         yield seen
     dot_kernel.cache.clear()
@@ -119,21 +110,11 @@ def test_a_dot_the_backend_declines_is_not_split():
     """The predicate decides: one that says no leaves the fp32 dot whole."""
     seen = []
 
-    def inspect(*args):
-        if not args:
-            return "split-f32-dots-declined", "1"
-        backend, stages, options, language, capability = args
-        ttir = stages["ttir"]
+    def ask(module):
+        for func in module.body.ops:
+            assert not split_f32_dots(func, lambda dot, part: seen.append(part) or False)
 
-        def ttir_then_ask(module, metadata):
-            module = ttir(module, metadata)
-            for func in module.body.ops:
-                assert not split_f32_dots(func, lambda dot, part: seen.append(part) or False)
-            return module
-        stages["ttir"] = ttir_then_ask
-
-    with knobs.runtime.scope():
-        knobs.runtime.add_stages_inspection_hook = inspect
+    with after_ttir_stage("split-f32-dots-declined", ask):
         dot_kernel.cache.clear()
         a, b, c = _inputs(16, 16, 16, 5)
         out = _run("tf32x3", a, b, c)

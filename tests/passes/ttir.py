@@ -7,11 +7,14 @@ SSA names.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
+from typing import Any, Callable, Iterator
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from naiad import knobs
 from naiad.ir import parse_module
 from naiad.passes.constants import constant_values
 
@@ -49,3 +52,25 @@ def returned_constant(mod: Operation, index: int = 0):
     if values is None:
         return None
     return values[0] if len(values) == 1 else values
+
+
+@contextlib.contextmanager
+def after_ttir_stage(name: str, transform: Callable[[Any], None]) -> Iterator[None]:
+    """Inside the block, every kernel compiled goes through ``transform(module)`` right after
+    its backend's ttir stage (a stages-inspection hook; ``name`` is its part of the cache key, so
+    kernels compiled without it are not reused)."""
+    def inspect(*args: Any) -> Any:
+        if not args:
+            return name, "1"
+        stages = args[1]
+        ttir = stages["ttir"]
+
+        def ttir_then_transform(module: Any, metadata: Any) -> Any:
+            module = ttir(module, metadata)
+            transform(module)
+            return module
+        stages["ttir"] = ttir_then_transform
+
+    with knobs.runtime.scope():
+        knobs.runtime.add_stages_inspection_hook = inspect
+        yield
