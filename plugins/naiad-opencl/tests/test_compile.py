@@ -10,22 +10,13 @@ import sys
 import pytest
 
 import naiad
-import naiad.language as tl
 from naiad.backends.compiler import GPUTarget
 from naiad.compiler.compiler import ASTSource
 from naiad.errors import NaiadError
+from test_kernels import softmax_kernel
 
 TARGET = GPUTarget("opencl", "intel-cpu", 16)
 SPIRV_MAGIC = 0x07230203
-
-
-@naiad.jit
-def softmax_kernel(out, x, n, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    v = tl.load(x + row * n + offs, mask=offs < n, other=-float("inf"))
-    e = tl.exp(v - tl.max(v, axis=0))
-    tl.store(out + row * n + offs, e / tl.sum(e, axis=0), mask=offs < n)
 
 
 SIGNATURE = {"out": "*fp32", "x": "*fp32", "n": "i32", "BLOCK": "constexpr"}

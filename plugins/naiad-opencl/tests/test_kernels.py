@@ -96,12 +96,12 @@ def test_scans(n, reverse):
 
 
 @naiad.jit
-def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
+    acc = tl.zeros((BM, BN), ACC)
     for k in range(0, K, BK):
         x = tl.load(a + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
         y = tl.load(b + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0)
@@ -120,26 +120,12 @@ def test_tiled_matmul(dtype, shape):
     else:
         a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
         c = np.zeros((m, n), np.float32)
+    acc = tl.int32 if dtype == "int8" else tl.float32
+    matmul_kernel[(naiad.cdiv(m, 32), naiad.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=16, ACC=acc)
     if dtype == "int8":
-        matmul_int_kernel[(naiad.cdiv(m, 32), naiad.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=16)
         np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
-        return
-    matmul_kernel[(naiad.cdiv(m, 32), naiad.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=16)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-3)
-
-
-@naiad.jit
-def matmul_int_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.int32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
-        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0)
-        acc = tl.dot(x, y, acc)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    else:
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-3)
 
 
 @naiad.jit
