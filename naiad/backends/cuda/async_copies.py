@@ -23,7 +23,6 @@ import llvmlite.ir as ir
 from xdsl.dialects import scf
 
 from naiad.backends.cuda.dot_operands import readers_of_use
-from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L

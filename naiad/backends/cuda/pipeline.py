@@ -26,8 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, TensorType,
-                                   i1, i32)
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, i1, i32
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, one_tile_serves, readers
