@@ -124,7 +124,7 @@ def to_compute(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
 
 def to_storage(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
     if lt.is_bf16(mlir_type):
-        return f32_to_bf16(ctx, value)
+        return ctx.hooks.f32_to_bf16(ctx, value)
     if lt.is_fp8(mlir_type):
         return ctx.hooks.f32_to_fp8(ctx, value, lt.element(mlir_type), "rtne")
     return value

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
-from naiad.codegen import fp8, llvm_types as lt
+from naiad.codegen import elementwise, fp8, llvm_types as lt
 
 #: C math function (fp32 spelling without the trailing "f") -> LLVM intrinsic.
 INTRINSICS = {
@@ -152,6 +152,10 @@ class TargetHooks:
             value = ctx.b.call(fn, [ctx.b.extract_element(a, index) for a in args])
             result = ctx.b.insert_element(result, value, index)
         return result
+
+    def f32_to_bf16(self, ctx: Any, value: ir.Value) -> ir.Value:
+        """``float`` -> bf16 bits (``i16``), to nearest even (`naiad.codegen.elementwise`)."""
+        return elementwise.f32_to_bf16(ctx, value)
 
     def fp8_to_f32(self, ctx: Any, value: ir.Value, fp8_type: Any) -> ir.Value:
         """fp8 bits (``i8``) -> the exact ``float`` (`naiad.codegen.fp8`)."""

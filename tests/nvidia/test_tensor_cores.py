@@ -300,6 +300,23 @@ def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight)
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_softmax_rounds_pairs_and_flushes_exp2(causal):
+    """P goes to the second dot as fp16 pairs, one `cvt.rn.f16x2.f32` per register (not two
+    roundings and the packing), and `tl.exp2` is `ex2.approx.ftz.f32` as in Triton (without
+    `.ftz` ptxas adds a compare and two multiplies to each exponential)."""
+    sig = {"Q": "*fp16", "K": "*fp16", "V": "*fp16", "Out": "*fp16", "sm_scale": "fp32", "N_CTX": "i32"}
+    attrs = {name: [["tt.divisibility", 16]] for name in ("Q", "K", "V", "Out", "N_CTX")}
+    ptx = compile_cuda(attention, sig, {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal},
+                       attrs).asm["ptx"]
+    # 128 x 64 P and 128 x 64 output over 128 threads: 32 pairs each
+    assert ptx.count("cvt.rn.f16x2.f32") == 64
+    assert "cvt.rn.f16.f32" not in ptx
+    # 64 elements of P and 4 rows' alpha per thread
+    assert ptx.count("ex2.approx.ftz.f32") == 68
+    assert "ex2.approx.f32" not in ptx
+
+
 @needs_ptxas
 @pytest.mark.parametrize("bm, bn, bk, warps", [(128, 128, 32, 4), (128, 256, 64, 8), (64, 128, 128, 4),
                                                 (128, 128, 64, 4), (16, 128, 128, 4)])

@@ -150,7 +150,8 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
 
     # fence.acquire (PTX 8.6) only where the ptxas that assembles the kernel has it, on sm_90 on
     newest = newest_ptx(find_ptxas()) if options.arch >= 90 else None
-    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest)
+    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest,
+                       arch=options.arch)
     llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
     metadata["ptx_version"] = hooks.ptx_version
     return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch, hooks.ptx_version)

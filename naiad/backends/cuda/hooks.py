@@ -10,7 +10,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.backends.cuda import memory_ptx
+from naiad.backends.cuda import conversions, memory_ptx
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import NAIAD_FUNCTIONS, c_base_name
@@ -42,8 +42,11 @@ def _exp(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return _ptx(ctx, "ex2.approx.f32", [scaled])
 
 
-#: fp32 math that Triton computes with PTX's approximate instructions.
-_FAST_F32 = {"expf": _exp, "exp2f": lambda ctx, args: _ptx(ctx, "ex2.approx.f32", args)}
+#: fp32 math that Triton computes with PTX's approximate instructions.  ``tl.exp2`` flushes
+#: subnormal results to zero, as Triton 3.6's does (its PTX has ``ex2.approx.ftz.f32``): without
+#: ``.ftz`` ptxas wraps every MUFU.EX2 in a compare and two multiplies, which in attention's
+#: softmax is a third of the loop's instructions.
+_FAST_F32 = {"expf": _exp, "exp2f": lambda ctx, args: _ptx(ctx, "ex2.approx.ftz.f32", args)}
 
 
 def _string(module: ir.Module, text: str) -> ir.Value:
@@ -69,8 +72,10 @@ class NVPTXHooks(GPUHooks):
     constant_addrspace = 4
     shared_addrspace = 3
 
-    def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None, newest_ptx: int | None = None):
-        """``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas);
+    def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None, newest_ptx: int | None = None,
+                 arch: int = 80):
+        """``arch``: the compute capability (``90`` for sm_90), which picks the conversion
+        instructions; ``fp_fusion``: the ``enable_fp_fusion`` option (float multiply-adds become fmas);
         ``maxnreg``: the option of that name (the kernel's ``.maxnreg`` in the PTX);
         ``newest_ptx``: the newest PTX ISA version the toolchain takes (None: the minimum of
         the target).  ``ptx_version`` is then the version the kernel's instructions need
@@ -78,6 +83,7 @@ class NVPTXHooks(GPUHooks):
         self.float_flags = ("contract",) if fp_fusion else ()
         self.maxnreg = maxnreg
         self.newest_ptx = newest_ptx
+        self.arch = arch
         self.ptx_version: int | None = None
 
     def prepare_module(self, module: ir.Module) -> None:
@@ -207,6 +213,19 @@ class NVPTXHooks(GPUHooks):
         fail.attributes.add("noreturn")
         b.call(fail, [_string(b.module, message), _string(b.module, file), ir.Constant(lt.I32, line),
                       _string(b.module, function), ir.Constant(lt.I64, 1)])
+
+    # -- conversions: one instruction where the GPU has it (`conversions`) -----------------------------
+    def f32_to_bf16(self, ctx: Any, value: ir.Value) -> ir.Value:
+        converted = conversions.f32_to_bf16(ctx, self.arch, value)
+        return super().f32_to_bf16(ctx, value) if converted is None else converted
+
+    def f32_to_fp8(self, ctx: Any, value: ir.Value, fp8_type: Any, rounding: str) -> ir.Value:
+        converted = conversions.f32_to_fp8(ctx, self.arch, value, fp8_type, rounding)
+        return super().f32_to_fp8(ctx, value, fp8_type, rounding) if converted is None else converted
+
+    def fp8_to_f32(self, ctx: Any, value: ir.Value, fp8_type: Any) -> ir.Value:
+        converted = conversions.fp8_to_f32(ctx, self.arch, value, fp8_type)
+        return super().fp8_to_f32(ctx, value, fp8_type) if converted is None else converted
 
     # -- math ----------------------------------------------------------------------------------------
     def approximate(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value | None:
