@@ -2,8 +2,8 @@
 PTX's own memory semantics and scopes, cache modifiers and eviction priorities of loads and
 stores, relaxed polling loads and fences.
 
-Operands are integers of 16, 32 or 64 bits (``h``, ``r``, ``l`` registers) or 32/64-bit floats
-(``f``, ``d``: tensor-core accumulators); other floats travel as their bits (`to_bits` /
+Operands are integers of 16, 32 or 64 bits (``h``, ``r``, ``l`` registers), predicates (``i1``,
+``b``) or 32/64-bit floats (``f``, ``d``: tensor-core accumulators); other floats travel as their bits (`to_bits` /
 `from_bits`).  ``$0``.. name the results, then the inputs.  An instruction with effects is a
 ``sideeffect`` call that clobbers memory, so LLVM neither drops it nor moves loads and stores
 across it: the ordering is exactly the PTX instruction's.
@@ -19,7 +19,7 @@ from naiad.codegen import llvm_types as lt
 def _register(t: ir.Type) -> str:
     """The PTX register class of an inline-assembly operand of LLVM type ``t``."""
     if isinstance(t, ir.IntType):
-        return {16: "h", 32: "r", 64: "l"}[t.width]
+        return {1: "b", 16: "h", 32: "r", 64: "l"}[t.width]
     return {"float": "f", "double": "d"}[str(t)]
 
 

@@ -175,18 +175,24 @@ def store_registers(k: GPUKernel, dist: Dist, tile: Any, base: ir.Value) -> None
 def copy_global(k: GPUKernel, pointers: list[ir.Value], masks: list[ir.Value] | None,
                 layout: L.Layout, shape: tuple[int, int], vector: int, tile: Any, base: ir.Value) -> None:
     """Every thread copies its chunks of ``vector`` elements from global memory (``pointers``,
-    in ``layout``) into ``tile`` at ``base`` with ``cp.async``; where ``masks`` is off, zeros."""
+    in ``layout``) into ``tile`` at ``base`` with ``cp.async``; where ``masks`` is off, zeros.
+
+    A masked copy takes the mask as its ``ignore-src`` predicate (zeros where it is set):
+    the predicates of a bounds check combine into one, where a source size of 16 or 0 costs
+    a select for every condition of the mask, on each copy."""
     b = k.b
     nbytes = vector * tile.element_bytes
-    text = f"cp.async.{'cg' if nbytes == 16 else 'ca'}.shared.global [$0], [$1], {nbytes}, $2;"
+    kind = "cg" if nbytes == 16 else "ca"
     coords = k.coordinates(layout, shape)
     smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
     for start in range(0, len(pointers), vector):
         address = b.add(smem, tile.address(b, base, coords[start]))
-        size = _const(nbytes)
-        if masks is not None:
-            size = b.select(masks[start], size, _const(0))
-        asm(b, text, [], [address, pointers[start], size])
+        if masks is None:
+            asm(b, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes};", [], [address, pointers[start]])
+        else:
+            ignored = b.not_(masks[start])
+            asm(b, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}, $2;", [],
+                [address, pointers[start], ignored])
 
 
 def read_registers(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout, shape: tuple[int, int],
