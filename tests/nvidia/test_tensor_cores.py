@@ -290,6 +290,17 @@ def test_the_matmul_loop_is_pipelined(bm, bn, bk, warps, stages, shared):
     assert ptx.rindex("cp.async.wait_group 0;") > ptx.rindex("cp.async.commit_group;")
 
 
+def test_masked_copies_zero_fill_through_their_predicate():
+    """The K tail's mask is each copy's ignore-src predicate, not a source size selected
+    between 16 and 0 bytes."""
+    import re
+
+    ptx = _compile_matmul(128, 128, 32, 4).asm["ptx"]
+    copies = re.findall(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16(, %p\d+)?;", ptx)
+    assert copies and all(copies)
+    assert not re.search(r"selp\.b32\s+%r\d+, 16, 0,", ptx)
+
+
 @pytest.mark.parametrize("dtype, in_flight", [("*fp16", True), ("*fp32", False)])
 def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight):
     """fp16 tiles both come from cp.async rings: the loop waits for the group before; tf32's B,
