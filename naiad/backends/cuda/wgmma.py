@@ -45,13 +45,24 @@ def _const(value: int) -> ir.Constant:
 
 
 def _descriptor(k: GPUKernel, tile: Any, start: ir.Value) -> ir.Value:
-    """The 64-bit shared-memory matrix descriptor of a block starting at byte ``start``."""
+    """The 64-bit shared-memory matrix descriptor of a tile whose first byte is ``start``."""
     b = k.b
     address = b.add(b.ptrtoint(k.hooks.shared_base(b), lt.I32), start)
     field = b.zext(b.and_(b.lshr(address, _const(4)), _const(0x3FFF)), lt.I64)
     fixed = ((tile.atom_bytes >> 4) << 16) | (((8 * tile.width) >> 4) << 32) | \
         (_SWIZZLE_CODE[tile.width] << 62)
     return b.or_(field, ir.Constant(lt.I64, fixed))
+
+
+def _block_descriptor(k: GPUKernel, tile: Any, descriptor: ir.Value, index: ir.Value, depth: int) -> ir.Value:
+    """The descriptor of one instruction's block (M or N ``index``, K ``depth``): the tile's
+    ``descriptor`` plus the block's offset in 16-byte units.  The address field (bits 0-13)
+    cannot carry into the next field, since a shared-memory address is below 2^18 bytes; the
+    offsets are mostly constants, so each block costs one 64-bit add of a constant, where the
+    address, shift, mask and or of `_descriptor` are five instructions."""
+    b = k.b
+    offset = b.lshr(tile.block_start(b, _const(0), index, depth), _const(4))
+    return b.add(descriptor, b.zext(offset, lt.I64))
 
 
 def _a_from_registers(k: GPUKernel, op: Any, a: Any, layout: NvidiaMma) -> dict | None:
@@ -130,6 +141,8 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         """One group: the wgmma of the K ``steps`` for every block of rows and columns, from
         the accumulator elements ``start`` (none: from zero); committed."""
         results: list[ir.Value] = []
+        b_whole = _descriptor(k, b_tile, b_base)
+        a_whole = None if a_regs is not None else _descriptor(k, a_tile, a_base)
         asm(b, "wgmma.fence.sync.aligned;", [], [])
         for r in range(reps_m):
             row = b.add(b.mul(group_m, _const(64)), _const(r * rows))
@@ -140,12 +153,12 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
                         else [ir.Constant(acc_type, 0)] * per)
                 for i, q in enumerate(steps):
                     scale = _const(0 if (not start and i == 0) else 1)
-                    b_desc = _descriptor(k, b_tile, b_tile.block_start(b, b_base, col, q * k_instr))
+                    b_desc = _block_descriptor(k, b_tile, b_whole, col, q * k_instr)
                     if a_regs is not None:
                         a_inputs = a_regs[(r, q)]
                         a_text = "{" + ", ".join(f"${per + i}" for i in range(4)) + "}"
                     else:
-                        a_inputs = [_descriptor(k, a_tile, a_tile.block_start(b, a_base, row, q * k_instr))]
+                        a_inputs = [_block_descriptor(k, a_tile, a_whole, row, q * k_instr)]
                         a_text = f"${per}"
                     b_text, scale_text = f"${per + len(a_inputs)}", f"${per + len(a_inputs) + 1}"
                     text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {scale_text}, 0;\n"
