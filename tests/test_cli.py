@@ -185,7 +185,7 @@ def test_backends_with_no_backend_prints_the_hint(capsys):
     assert code == 0
     assert "No backend found" in out
     assert "point NAIAD_PLUGIN_DIRS at a plugin directory" in out
-    assert "docs/BACKENDS.md" in out
+    assert "docs/WRITING_A_BACKEND.md" in out
 
 
 def test_backends_shows_why_a_backend_is_inactive(plugins, capsys):

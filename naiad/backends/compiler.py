@@ -15,7 +15,7 @@ missing.
 
 Versioning: a backend sets ``api_version`` to the `BACKEND_API_VERSION` it was written for.
 Discovery accepts versions from `OLDEST_BACKEND_API_VERSION` to `BACKEND_API_VERSION` and rejects
-others with a message saying which side to upgrade.  ``docs/BACKENDS.md`` lists what changed in
+others with a message saying which side to upgrade.  ``docs/WRITING_A_BACKEND.md`` lists what changed in
 each version.
 """
 
@@ -123,6 +123,11 @@ class BaseBackend(metaclass=ABCMeta):
     #: Threads per warp of this backend's targets when a target string leaves it out
     #: (``naiad compile --target <backend>:<arch>``).
     default_warp_size: ClassVar[int] = 32
+    #: The cases of Naiad's portable conformance suite (`naiad.testing.conformance`, run by
+    #: ``naiad conformance --backend NAME``) this backend fails, and why: ``fnmatch`` patterns
+    #: over case ids (``"test_dot.py::test_dot[int8*"``) -> reason.  Strict: a listed case
+    #: that passes fails the run, as does a pattern that names no case.
+    conformance_expected_failures: ClassVar[dict[str, str]] = {}
 
     def __init__(self, target: GPUTarget) -> None:
         if not self.supports_target(target):

@@ -236,7 +236,7 @@ def check_api_version(name: str, compiler: type) -> None:
         raise BackendAPIVersionError(
             f"backend {name!r} was written for backend API {version}, but this Naiad speaks "
             f"{OLDEST_BACKEND_API_VERSION}..{BACKEND_API_VERSION} -- fix: upgrade the backend "
-            f"(docs/BACKENDS.md lists what changed) or use an older naiad")
+            f"(docs/WRITING_A_BACKEND.md lists what changed) or use an older naiad")
 
 
 def _check_declarations(compiler: type, driver: type) -> None:

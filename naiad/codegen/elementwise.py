@@ -435,9 +435,27 @@ def _clampf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
 @rule(tt.MulhiUIOp)
 def _mulhi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
     width = lt.scalar_of(args[0].type).width
+    if 2 * width > ctx.hooks.widest_integer:
+        return _mulhi_by_halves(ctx, *args)
     wide = lt.vector(ir.IntType(2 * width), ctx.lanes)
     product = ctx.b.mul(ctx.b.zext(args[0], wide), ctx.b.zext(args[1], wide))
     return ctx.b.trunc(ctx.b.lshr(product, ctx.const(ir.IntType(2 * width), width)), args[0].type)
+
+
+def _mulhi_by_halves(ctx: Lowering, a: ir.Value, b: ir.Value) -> ir.Value:
+    """The high half of an unsigned product from the four products of the operands' halves,
+    for targets without an integer twice as wide (64-bit ``tl.umulhi`` on SPIR-V, which has
+    no i128): the low half's carries are summed in ``middle``, which cannot overflow."""
+    bld, kind = ctx.b, a.type
+    half = lt.scalar_of(kind).width // 2
+    shift, mask = ctx.const(lt.scalar_of(kind), half), ctx.const(lt.scalar_of(kind), (1 << half) - 1)
+    a_low, a_high = bld.and_(a, mask), bld.lshr(a, shift)
+    b_low, b_high = bld.and_(b, mask), bld.lshr(b, shift)
+    low_low, low_high = bld.mul(a_low, b_low), bld.mul(a_low, b_high)
+    high_low, high_high = bld.mul(a_high, b_low), bld.mul(a_high, b_high)
+    middle = bld.add(bld.add(bld.lshr(low_low, shift), bld.and_(low_high, mask)), bld.and_(high_low, mask))
+    carries = bld.add(bld.add(bld.lshr(low_high, shift), bld.lshr(high_low, shift)), bld.lshr(middle, shift))
+    return bld.add(high_high, carries)
 
 
 @rule(tt.ExternElementwiseOp)

@@ -121,6 +121,10 @@ class TargetHooks:
     #: multiply and the add of its result into one fma (one rounding instead of two), as
     #: Triton's ``enable_fp_fusion`` does on NVIDIA; none keeps every result rounded, as numpy.
     float_flags: tuple[str, ...] = ()
+    #: The widest integer type (bits) the target's LLVM code generator takes; an operation
+    #: that would need a wider one (``tl.umulhi`` of 64-bit values: i128) is computed in
+    #: halves instead.  SPIR-V has no integer wider than 64 bits.
+    widest_integer: int = 128
 
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``."""

@@ -84,7 +84,7 @@ def list_backends(write: Callable[[str], None]) -> int:
     table = rows()
     if not table:
         write("No backend found: install a backend package, or point NAIAD_PLUGIN_DIRS at a plugin "
-              "directory (see docs/BACKENDS.md).\n")
+              "directory (see docs/WRITING_A_BACKEND.md).\n")
         return 0
     write(format_table(table))
     chosen = chosen_backend()

@@ -33,6 +33,20 @@ def _compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conformance(args: argparse.Namespace) -> int:
+    from naiad.testing import conformance
+
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    return conformance.run(args.backend, extra)
+
+
+def _new_backend(args: argparse.Namespace) -> int:
+    from naiad.tools import new_backend
+
+    new_backend.create(args.name, args.dir, sys.stdout.write)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="naiad", description="Naiad: Triton-language kernels on every backend.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -53,6 +67,16 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--num-stages", type=int)
     c.add_argument("--timings", action="store_true", help="print the compile time of each stage and the files written")
     c.set_defaults(run=_compile)
+    f = sub.add_parser("conformance", help="run Naiad's portable language tests on one backend "
+                                           "(strict about its expected failures)")
+    f.add_argument("--backend", required=True, help="the backend under test, as `naiad backends` names it")
+    f.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="after --: passed to pytest, e.g. -- -q -x -k reductions")
+    f.set_defaults(run=_conformance)
+    n = sub.add_parser("new-backend", help="write the skeleton of a backend distributed as its own package")
+    n.add_argument("name", help="the backend's name (lower case): the package is naiad_<name>")
+    n.add_argument("--dir", default=".", help="where to create the folder <name> (default: here)")
+    n.set_defaults(run=_new_backend)
     return p
 
 

@@ -11,7 +11,7 @@ import pytest
 import naiad
 import naiad.language as tl
 
-from .reference import (DTYPES, FLOATS, INTS, BF16Array, assert_close, bf16_bits, bf16_round,
+from naiad.testing.conformance.reference import (DTYPES, FLOATS, INTS, BF16Array, assert_close, bf16_bits, bf16_round,
                         c_div, c_mod, empty, from_kernel, random, storage, to_kernel)
 
 pytestmark = pytest.mark.shipped_backends
@@ -261,6 +261,32 @@ def test_integer_ops_with_c_semantics(name):
     if name in ("int32", "uint32"):
         wide = a.astype(np.uint32).astype(np.uint64) * b.astype(np.uint32).astype(np.uint64)
         assert_close(outs[7], (wide >> 32).astype(np.uint32).astype(name), name)
+
+
+@naiad.jit
+def umulhi_kernel(x, y, out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.umulhi(tl.load(x + offs), tl.load(y + offs)))
+
+
+@pytest.mark.parametrize("widest", [128, 64])
+def test_64_bit_umulhi_with_and_without_a_128_bit_integer(monkeypatch, widest):
+    """A target whose widest integer is 64 bits (SPIR-V) computes the high half of a 64-bit
+    product from the halves' products; both ways give the exact high word."""
+    from naiad.backends.cpu.hooks import CPUHooks
+
+    monkeypatch.setattr(CPUHooks, "widest_integer", widest)
+    monkeypatch.setattr(naiad.knobs.compilation, "always_compile", True)
+    umulhi_kernel.cache.clear()
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    y = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    x[:4] = [2**64 - 1, 2**64 - 1, 0, 2**32]
+    y[:4] = [2**64 - 1, 1, 5, 2**32]
+    out = np.zeros(64, np.uint64)
+    umulhi_kernel[(1,)](x, y, out, BLOCK=64)
+    expected = np.array([(int(a) * int(b)) >> 64 for a, b in zip(x, y)], dtype=np.uint64)
+    np.testing.assert_array_equal(out, expected)
 
 
 @naiad.jit

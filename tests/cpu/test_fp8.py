@@ -20,7 +20,7 @@ import torch
 import naiad
 import naiad.language as tl
 
-from tests.cpu.test_dot import dot_kernel
+from naiad.testing.conformance.test_dot import dot_kernel
 
 pytestmark = pytest.mark.shipped_backends
 

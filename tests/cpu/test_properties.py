@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 import naiad
 import naiad.language as tl
 
-from .reference import c_div, c_mod
+from naiad.testing.conformance.reference import c_div, c_mod
 
 pytestmark = pytest.mark.shipped_backends
 

@@ -1,13 +1,13 @@
 """``tl.dot_scaled`` on NVIDIA: operands of the formats that bf16 holds exactly go through a bf16
 tensor-core dot (wgmma on sm_90); fp16 ones stay an fp32 dot.  Checked in the PTX on CI and
-against the numpy decoding of the MX formats (tests/cpu/test_dot_scaled.py) on the GPU."""
+against the numpy decoding of the MX formats (naiad/testing/conformance/test_dot_scaled.py) on the GPU."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.cpu import test_dot_scaled as cpu
+from naiad.testing.conformance import test_dot_scaled as cpu
 
 from .conftest import compile_cuda
 

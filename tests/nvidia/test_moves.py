@@ -152,7 +152,7 @@ def test_reinterpreted_tensors_are_launched_as_their_base(gpu):
 
 # -- block pointers (rewritten into pointer tensors and masks: naiad/passes/block_pointers.py) -----
 def _block_kernels():
-    from tests.cpu import test_memory
+    from naiad.testing.conformance import test_memory
 
     return test_memory
 

@@ -1,5 +1,5 @@
 """The block-pointer rewrite (naiad/passes/block_pointers.py), checked where block pointers
-already run natively: the CPU kernels of tests/cpu/test_memory.py give the same results with the
+already run natively: the CPU kernels of naiad/testing/conformance/test_memory.py give the same results with the
 pass inserted into the CPU pipeline (through the stages-inspection hook), and their TTIR then
 holds no block pointer."""
 
@@ -10,7 +10,7 @@ import pytest
 from naiad.ir import print_module
 from naiad.passes import run_passes
 from naiad.passes.block_pointers import rewrite_block_pointers
-from tests.cpu import test_memory
+from naiad.testing.conformance import test_memory
 
 from .ttir import after_ttir_stage
 

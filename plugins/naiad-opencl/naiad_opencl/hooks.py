@@ -37,6 +37,7 @@ class SPIRVHooks(GPUHooks):
     global_addrspace = 1
     constant_addrspace = 2
     shared_addrspace = 3
+    widest_integer = 64          # SPIR-V has no i128 (LLVM's back end stops the process on one)
 
     def __init__(self, sub_group_size: int, fp_fusion: bool = True):
         """``sub_group_size``: the lanes of a Naiad warp; ``fp_fusion``: the

@@ -13,7 +13,6 @@ import naiad.language as tl
 
 from .reference import assert_close, bf16_round, to_kernel
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit

@@ -11,7 +11,6 @@ import naiad.language as tl
 
 from .reference import bf16_round, empty, from_kernel, to_kernel
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit

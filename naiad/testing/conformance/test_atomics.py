@@ -11,7 +11,6 @@ import naiad.language as tl
 
 from .reference import from_kernel, to_kernel
 
-pytestmark = pytest.mark.shipped_backends
 
 PROGRAMS, BLOCK, SLOTS = 64, 64, 16
 N = PROGRAMS * BLOCK - 13          # the last program is partly masked

@@ -13,7 +13,6 @@ import naiad.language as tl
 from .reference import (DTYPES, FLOATS, INTS, assert_close, c_div, c_mod, compute, empty,
                         from_kernel, promote, random, rounded, to_kernel)
 
-pytestmark = pytest.mark.shipped_backends
 
 N = 300   # not a multiple of BLOCK: the last program is masked
 BLOCK = 128

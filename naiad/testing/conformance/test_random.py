@@ -11,7 +11,6 @@ import naiad
 import naiad.language as tl
 from naiad.compiler.errors import CompileTimeAssertionFailure
 
-pytestmark = pytest.mark.shipped_backends
 
 # Random123's kat_vectors: philox4x32_10 with counter 0 and key 0.
 PHILOX_KAT = (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)

@@ -11,7 +11,6 @@ import naiad
 import naiad.language as tl
 from naiad.compiler.errors import CompileTimeAssertionFailure
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit

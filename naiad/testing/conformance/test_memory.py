@@ -10,7 +10,6 @@ import naiad.language as tl
 
 from .reference import DTYPES, assert_close, empty, from_kernel, random, to_kernel
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit

@@ -16,7 +16,6 @@ import naiad
 import naiad.language as tl
 from naiad.compiler.errors import CompilationError
 
-pytestmark = pytest.mark.shipped_backends
 
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 FP8 = {"e4m3": (3, 7), "e5m2": (2, 15)}          # mantissa bits, bias (4 or 5 exponent bits)

@@ -12,9 +12,8 @@ import naiad
 import naiad.language as tl
 from naiad.compiler.errors import CompilationError
 
-from tests.cpu.reference import bf16_round
+from .reference import bf16_round
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit

@@ -13,7 +13,6 @@ import pytest
 import naiad
 import naiad.language as tl
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit
