@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -11,10 +10,9 @@ import pytest
 import naiad
 import naiad.language as tl
 
-from naiad.testing.conformance.reference import (DTYPES, FLOATS, INTS, BF16Array, assert_close, bf16_bits, bf16_round,
+from .reference import (DTYPES, FLOATS, INTS, BF16Array, assert_close, bf16_bits, bf16_round,
                         c_div, c_mod, empty, from_kernel, random, storage, to_kernel)
 
-pytestmark = pytest.mark.shipped_backends
 
 N = 200
 BLOCK = 64
@@ -85,15 +83,6 @@ def test_casts_to_every_type(src):
             assert_close(actual, expected, dst if dst != "bool" else "bool", **exact)
         except AssertionError as e:
             raise AssertionError(f"{src} -> {dst}: {e}") from None
-
-
-def test_half_to_int_goes_through_f32():
-    # LLVM's saturating f16 -> i16 conversion on AVX512-FP16 CPUs turns NaN into -32768 (seen
-    # on a Sapphire Rapids host); the f32 path saturates NaN to 0 on every CPU.
-    outs = [empty(8, t) for t in DTYPES] + [empty(8, "bool")]
-    llir = cast_kernel.warmup(to_kernel(np.zeros(8), "float16"), *outs, 8, BLOCK=8).asm["llir"]
-    conversions = re.findall(r"@llvm\.fpto[su]i\.sat\.(\w+)\.(\w+)\(", llir)
-    assert conversions and all(source.endswith("f32") for _, source in conversions), conversions
 
 
 @naiad.jit
@@ -261,32 +250,6 @@ def test_integer_ops_with_c_semantics(name):
     if name in ("int32", "uint32"):
         wide = a.astype(np.uint32).astype(np.uint64) * b.astype(np.uint32).astype(np.uint64)
         assert_close(outs[7], (wide >> 32).astype(np.uint32).astype(name), name)
-
-
-@naiad.jit
-def umulhi_kernel(x, y, out, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(out + offs, tl.umulhi(tl.load(x + offs), tl.load(y + offs)))
-
-
-@pytest.mark.parametrize("widest", [128, 64])
-def test_64_bit_umulhi_with_and_without_a_128_bit_integer(monkeypatch, widest):
-    """A target whose widest integer is 64 bits (SPIR-V) computes the high half of a 64-bit
-    product from the halves' products; both ways give the exact high word."""
-    from naiad.backends.cpu.hooks import CPUHooks
-
-    monkeypatch.setattr(CPUHooks, "widest_integer", widest)
-    monkeypatch.setattr(naiad.knobs.compilation, "always_compile", True)
-    umulhi_kernel.cache.clear()
-    rng = np.random.default_rng(11)
-    x = rng.integers(0, 2**64, 64, dtype=np.uint64)
-    y = rng.integers(0, 2**64, 64, dtype=np.uint64)
-    x[:4] = [2**64 - 1, 2**64 - 1, 0, 2**32]
-    y[:4] = [2**64 - 1, 1, 5, 2**32]
-    out = np.zeros(64, np.uint64)
-    umulhi_kernel[(1,)](x, y, out, BLOCK=64)
-    expected = np.array([(int(a) * int(b)) >> 64 for a, b in zip(x, y)], dtype=np.uint64)
-    np.testing.assert_array_equal(out, expected)
 
 
 @naiad.jit

@@ -9,7 +9,6 @@ import pytest
 import naiad
 import naiad.language as tl
 
-pytestmark = pytest.mark.shipped_backends
 
 
 @naiad.jit
