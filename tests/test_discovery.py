@@ -282,6 +282,18 @@ def test_compiler_with_an_unimplemented_method(registry, plugins):
            "abstract method" in reason
 
 
+def test_a_compiler_may_leave_out_what_has_defaults(registry, plugins):
+    """API 3: no dialects, no module map and dots of any size need no methods."""
+    from naiad.backends.compiler import GPUTarget
+
+    plugins.add("toy", compiler_methods={"load_dialects": None, "get_module_map": None,
+                                         "get_codegen_implementation": None})
+    backend = registry["toy"]
+    compiler = backend.compiler(GPUTarget("toy", "v1", 32))
+    assert compiler.load_dialects(None) is None and compiler.get_module_map() == {}
+    assert compiler.get_codegen_implementation(None)["min_dot_size"](None, None) == (1, 1, 1)
+
+
 def test_driver_with_unimplemented_methods_lists_each(registry, plugins):
     plugins.add("toy", driver_methods={"load_binary": None, "unload_module": None})
     reason = _failure(registry, "toy").reason

@@ -29,7 +29,7 @@ from abc import ABCMeta, abstractmethod
 from typing import Any, Callable, ClassVar
 
 #: The version of this contract.  Raised whenever a method is added, removed or changes meaning.
-BACKEND_API_VERSION = 2
+BACKEND_API_VERSION = 3
 #: The oldest contract version this Naiad still loads.
 OLDEST_BACKEND_API_VERSION = 1
 
@@ -162,24 +162,25 @@ class BaseBackend(metaclass=ABCMeta):
         ``metadata``; by the end it must hold ``name`` and ``shared``.
         """
 
-    @abstractmethod
     def load_dialects(self, context: Any) -> None:
-        """Register this backend's own IR dialects in ``context`` (do nothing if it has none)."""
+        """Register this backend's own IR dialects in ``context``.  Default (API 3): none."""
 
-    @abstractmethod
     def get_module_map(self) -> dict[str, Any]:
         """Generic module name -> this backend's implementation module.
 
         E.g. ``{"naiad.language.extra.libdevice": <module naiad.language.extra.cpu.libdevice>}``:
         the code generator swaps the stub for the backend's module at compile time.
+        Default (API 3): none.
         """
+        return {}
 
-    @abstractmethod
     def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
         """Backend-specific hooks for the code generator, e.g. ``{"min_dot_size": fn}``.
 
-        ``min_dot_size(lhs_type, rhs_type) -> (m, n, k)`` is required once tl.dot is used.
+        ``min_dot_size(lhs_type, rhs_type) -> (m, n, k)``: the smallest dot the backend takes
+        (Triton's GPU backends refuse dots under 16).  Default (API 3): any size, (1, 1, 1).
         """
+        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
 
     @abstractmethod
     def pack_metadata(self, metadata: Any) -> tuple:

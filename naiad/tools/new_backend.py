@@ -15,6 +15,7 @@ import os
 import re
 from typing import Callable
 
+from naiad.backends.compiler import BACKEND_API_VERSION
 from naiad.errors import NaiadError
 
 _PYPROJECT = '''\
@@ -72,7 +73,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget, Language
+from naiad.backends.compiler import BackendOptions, BaseBackend, GPUTarget, Language
 
 NAME = "{name}"
 
@@ -92,7 +93,7 @@ class {prefix}Options(BackendOptions):
 
 
 class {prefix}Backend(BaseBackend):
-    api_version = BACKEND_API_VERSION
+    api_version = {api_version}
     #: The last stage's name; its output is the bytes `driver.{prefix}Driver.load_binary` loads.
     binary_ext = "bin"
     #: Cases of ``naiad conformance --backend {name}`` that fail, and why (strict: remove an
@@ -114,15 +115,6 @@ class {prefix}Backend(BaseBackend):
                    language: Language) -> None:
         raise _todo("compile kernels (add_stages: \\"ttir\\" -> ... -> \\"bin\\", e.g. through "
                     "naiad.codegen.gpu.stages and LLVM)")
-
-    def load_dialects(self, context: Any) -> None:
-        return None                                   # no dialects of its own
-
-    def get_module_map(self) -> dict[str, Any]:
-        return {{}}                                     # no tl.extra modules of its own
-
-    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
-        raise _todo("say which dots it takes (get_codegen_implementation: min_dot_size)")
 
     def pack_metadata(self, metadata: Any) -> tuple:
         raise _todo("pack a kernel's metadata for its launcher (pack_metadata)")
@@ -234,7 +226,7 @@ def create(name: str, directory: str, write: Callable[[str], object]) -> str:
         path = os.path.join(root, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
-            f.write(template.format(name=name, prefix=_prefix(name)))
+            f.write(template.format(name=name, prefix=_prefix(name), api_version=BACKEND_API_VERSION))
         write(f"wrote {path}\n")
     write(f"next: pip install -e \"{root}[test]\" && naiad backends && naiad conformance --backend {name}\n")
     return root

@@ -81,16 +81,10 @@ class CPUBackend(BaseBackend):
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options, self.target)
         stages["obj"] = lambda llir, metadata: _make_object(llir, self.target)
 
-    def load_dialects(self, context: Any) -> None:
-        """The CPU backend has no dialect of its own."""
-
     def get_module_map(self) -> dict[str, Any]:
         from naiad.language.extra.cpu import libdevice
 
         return {"naiad.language.extra.libdevice": libdevice}
-
-    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
-        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
 
     def pack_metadata(self, metadata: Any) -> tuple:
         return ()

@@ -103,15 +103,6 @@ class CUDABackend(BaseBackend):
         stages["ptx"] = lambda llir, metadata: _make_ptx(llir, metadata, options)
         stages["cubin"] = lambda ptx, metadata: _make_cubin(ptx, metadata, options)
 
-    def load_dialects(self, context: Any) -> None:
-        """The NVIDIA backend has no dialect of its own yet."""
-
-    def get_module_map(self) -> dict[str, Any]:
-        return {}
-
-    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
-        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
-
     def pack_metadata(self, metadata: Any) -> tuple:
         return (metadata.get("num_warps", 4), metadata.get("shared", 0))
 

@@ -21,7 +21,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+from naiad.backends.compiler import BackendOptions, BaseBackend, GPUTarget
 from naiad.errors import NaiadError
 
 DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
@@ -49,7 +49,7 @@ class OpenCLOptions(BackendOptions):
 
 
 class OpenCLBackend(BaseBackend):
-    api_version = BACKEND_API_VERSION
+    api_version = 3                  # relies on API 3's defaults (load_dialects, module map, min dot size)
     binary_ext = "spv"
 
     @staticmethod
@@ -90,15 +90,6 @@ class OpenCLBackend(BaseBackend):
                                                               options.threads_per_warp, target)
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
         stages["spv"] = lambda llir, metadata: _make_spirv(llir)
-
-    def load_dialects(self, context: Any) -> None:
-        """No dialect of its own."""
-
-    def get_module_map(self) -> dict[str, Any]:
-        return {}
-
-    def get_codegen_implementation(self, options: Any) -> dict[str, Any]:
-        return {"min_dot_size": lambda lhs, rhs: (1, 1, 1)}
 
     def pack_metadata(self, metadata: Any) -> tuple:
         return (metadata.get("num_warps", 4), metadata.get("threads_per_warp", 16), metadata.get("shared", 0))
