@@ -290,14 +290,6 @@ class CacheKnobs(KnobGroup):
         "<cache dir>/kernels/.")
 
 
-class CPUKnobs(KnobGroup):
-    """The in-tree CPU backend."""
-
-    threads = env_int(
-        "NAIAD_CPU_THREADS", None,
-        "Threads that run a launch's programs in parallel (default: all cores).")
-
-
 class LanguageKnobs(KnobGroup):
     """Defaults of the language's compile options."""
 
@@ -315,34 +307,48 @@ class CompatKnobs(KnobGroup):
         "1: `import naiad` enables naiad.compat, so that `import triton` resolves to Naiad.")
 
 
-class NvidiaKnobs(KnobGroup):
-    """The in-tree NVIDIA backend's toolchain (naiad/backends/cuda/toolchain.py)."""
-
-    ptxas_path = env_str(
-        "NAIAD_PTXAS_PATH", None,
-        "The ptxas executable that turns PTX into cubins; unset: the nvidia-cuda-nvcc wheel, "
-        "$CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH.")
-    libdevice_path = env_str(
-        "NAIAD_LIBDEVICE_PATH", None,
-        "libdevice.10.bc, NVIDIA's math library for the NVPTX target; unset: the nvidia wheels, "
-        "$CUDA_HOME/nvvm/libdevice, $CUDA_PATH/nvvm/libdevice, /usr/local/cuda/nvvm/libdevice.")
-
-
 backends = BackendKnobs()
 compilation = CompilationKnobs()
 runtime = RuntimeKnobs()
 autotuning = AutotuningKnobs()
 cache = CacheKnobs()
-cpu = CPUKnobs()
 compat = CompatKnobs()
-nvidia = NvidiaKnobs()
 language = LanguageKnobs()
 
-#: Every group, by the attribute name it has on this module.
+#: Every group, by the attribute name it has on this module: the core's, then each loaded
+#: backend's (`register_backend_group`).
 groups: dict[str, KnobGroup] = {"backends": backends, "compilation": compilation,
                                 "runtime": runtime, "autotuning": autotuning, "cache": cache,
-                                "cpu": cpu, "compat": compat, "nvidia": nvidia,
-                                "language": language}
+                                "compat": compat, "language": language}
+#: The core's group names, which no backend may take.
+CORE_GROUPS = frozenset(groups)
+
+
+def register_backend_group(backend: str, group: KnobGroup) -> None:
+    """Make backend ``backend``'s knob group (`naiad.backends.compiler.BaseBackend.knobs`)
+    ``naiad.knobs.<backend>``; discovery calls this when the backend loads."""
+    if backend in CORE_GROUPS:
+        raise KnobError(f"backend {backend!r} cannot declare knobs: naiad.knobs.{backend} is the "
+                        f"core's -- fix: rename the backend")
+    groups[backend] = group
+
+
+def __getattr__(name: str) -> KnobGroup:
+    """``naiad.knobs.<backend>``: that backend's knob group, the backend loaded on first use
+    (reading ``naiad.knobs.cpu.threads`` before any launch loads the cpu backend)."""
+    if name in groups:
+        return groups[name]
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from naiad.backends.discovery import registry
+
+    if name in registry.sources():
+        registry.get_or_failure(name)
+        if name in groups:
+            return groups[name]
+    raise AttributeError(f"naiad.knobs has no group {name!r}: the core's are "
+                         f"{', '.join(sorted(CORE_GROUPS))}, and a backend's is named after it "
+                         f"(naiad.knobs.cpu) once it declares one")
 
 
 def all_knobs() -> dict[str, Knob]:

@@ -294,6 +294,46 @@ def test_a_compiler_may_leave_out_what_has_defaults(registry, plugins):
     assert compiler.get_codegen_implementation(None)["min_dot_size"](None, None) == (1, 1, 1)
 
 
+_TOY_KNOBS = """
+from naiad.knobs import KnobGroup, env_int
+
+
+class ToyKnobs(KnobGroup):
+    lanes = env_int("NAIAD_TOY_LANES", 8, "Lanes of the toy device.")
+
+
+KNOBS = ToyKnobs()
+"""
+
+
+def test_a_backend_declares_its_knob_group(registry, plugins, monkeypatch):
+    from naiad import knobs
+
+    plugins.add("toy", files={"backend/knobs.py": _TOY_KNOBS},
+                compiler_methods={"knob_group": "from .knobs import KNOBS as knob_group"})
+    assert knobs.toy.lanes == 8                     # the first use loads the backend
+    assert knobs.groups["toy"] is registry["toy"].compiler.knob_group
+    monkeypatch.setenv("NAIAD_TOY_LANES", "16")
+    assert knobs.toy.lanes == 16
+    knobs.toy.lanes = 4
+    assert knobs.env_value("NAIAD_TOY_LANES") == "4"
+
+
+def test_a_knob_group_that_is_not_one_is_a_clear_error(registry, plugins):
+    plugins.add("toy", compiler_methods={"knob_group": "knob_group = {'lanes': 8}"})
+    reason = _failure(registry, "toy").reason
+    assert f"{compiler_class_name('toy')}.knob_group is dict, not a naiad.knobs.KnobGroup -- fix: " \
+           "set it to an instance of a KnobGroup subclass" in reason
+
+
+def test_a_backend_cannot_take_a_core_knob_group(registry, plugins):
+    plugins.add("cache", files={"backend/knobs.py": _TOY_KNOBS},
+                compiler_methods={"knob_group": "from .knobs import KNOBS as knob_group"})
+    reason = _failure(registry, "cache").reason
+    assert "backend 'cache' cannot declare knobs: naiad.knobs.cache is the core's -- fix: rename " \
+           "the backend" in reason
+
+
 def test_driver_with_unimplemented_methods_lists_each(registry, plugins):
     plugins.add("toy", driver_methods={"load_binary": None, "unload_module": None})
     reason = _failure(registry, "toy").reason

@@ -208,7 +208,36 @@ def test_integer_knob(monkeypatch):
     assert group.workers == 2
 
 
+def _naiad_knobs() -> dict:
+    """The core's knobs and the in-tree backends' (their groups registered by loading them);
+    backends installed as plugins document their own."""
+    for backend in IN_TREE_BACKENDS:
+        getattr(knobs, backend)
+    return {k: v for k, v in knobs.all_knobs().items()
+            if k.split(".")[0] in knobs.CORE_GROUPS | set(IN_TREE_BACKENDS)}
+
+
+IN_TREE_BACKENDS = ("cpu", "cuda")
+
+
+@pytest.mark.shipped_backends
+def test_in_tree_backends_declare_their_knob_groups():
+    from naiad.backends.cpu.knobs import KNOBS as CPU
+    from naiad.backends.cuda.knobs import KNOBS as CUDA
+
+    assert knobs.cpu is CPU and knobs.cuda is CUDA
+    assert knobs.groups["cpu"] is CPU
+
+
+def test_an_unknown_group_is_a_clear_error():
+    with pytest.raises(AttributeError) as info:
+        knobs.nvidia_old
+    assert str(info.value).startswith("naiad.knobs has no group 'nvidia_old': the core's are autotuning, backends")
+
+
+@pytest.mark.shipped_backends
 def test_all_knobs_names_every_group_attribute():
+    _naiad_knobs()
     every = knobs.all_knobs()
     assert set(every) == {f"{g}.{n}" for g, group in knobs.groups.items()
                           for n in group.knob_descriptors()}
@@ -237,17 +266,19 @@ def _documented_rows() -> dict[str, str | None]:
     return rows
 
 
+@pytest.mark.shipped_backends
 def test_environment_md_lists_exactly_the_knobs():
     assert ENVIRONMENT_MD.is_file(), f"{ENVIRONMENT_MD} is missing: it must document every knob"
     documented = _documented_rows()
-    defined = {knob.env for knob in knobs.all_knobs().values()}
+    defined = {knob.env for knob in _naiad_knobs().values()}
     assert set(documented) == defined, (
         f"undocumented: {sorted(defined - set(documented))}; "
         f"documented but not defined: {sorted(set(documented) - defined)}")
 
 
+@pytest.mark.shipped_backends
 def test_environment_md_names_the_right_knob_for_each_variable():
     documented = _documented_rows()
-    for key, knob in knobs.all_knobs().items():
+    for key, knob in _naiad_knobs().items():
         if documented.get(knob.env) is not None:
             assert documented[knob.env] == key, knob.env

@@ -128,6 +128,10 @@ class BaseBackend(metaclass=ABCMeta):
     #: over case ids (``"test_dot.py::test_dot[int8*"``) -> reason.  Strict: a listed case
     #: that passes fails the run, as does a pattern that names no case.
     conformance_expected_failures: ClassVar[dict[str, str]] = {}
+    #: The backend's own environment knobs: an instance of a `naiad.knobs.KnobGroup` subclass
+    #: (``env_int("MYDEV_THREADS", ...)`` attributes), readable and overridable from code as
+    #: ``naiad.knobs.<backend name>`` once the backend loads (first use of that name loads it).
+    knob_group: ClassVar[Any] = None
 
     def __init__(self, target: GPUTarget) -> None:
         if not self.supports_target(target):

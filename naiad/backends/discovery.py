@@ -39,7 +39,7 @@ from naiad import knobs
 from naiad.backends import plugin_dirs
 from naiad.backends.compiler import BACKEND_API_VERSION, OLDEST_BACKEND_API_VERSION, BaseBackend
 from naiad.backends.driver import DriverBase
-from naiad.errors import BackendAPIVersionError, BackendLoadError, NaiadWarning
+from naiad.errors import BackendAPIVersionError, BackendLoadError, KnobError, NaiadWarning
 
 ENTRY_POINT_GROUP = "naiad.backends"
 
@@ -303,7 +303,23 @@ def _load(source: BackendSource) -> Backend:
                              "naiad.backends.driver.DriverBase")
     check_api_version(source.name, compiler)
     _check_declarations(compiler, driver)
+    _register_knobs(source.name, compiler)
     return Backend(source.name, compiler, driver, source)
+
+
+def _register_knobs(name: str, compiler: type) -> None:
+    """The backend's knob group (``BaseBackend.knob_group``) as ``naiad.knobs.<name>``."""
+    group = getattr(compiler, "knob_group", None)
+    if group is None:
+        return
+    if not isinstance(group, knobs.KnobGroup):
+        raise BackendLoadError(
+            f"{compiler.__name__}.knob_group is {type(group).__name__}, not a naiad.knobs.KnobGroup "
+            f"-- fix: set it to an instance of a KnobGroup subclass whose knobs are env_* attributes")
+    try:
+        knobs.register_backend_group(name, group)
+    except KnobError as e:
+        raise BackendLoadError(str(e)) from None
 
 
 class Registry(Mapping):

@@ -153,13 +153,14 @@ def test_ptxas_variable_naming_a_plain_file_is_an_error(clean, monkeypatch):
 
 
 @posix_only
+@pytest.mark.shipped_backends
 def test_ptxas_knob_set_from_code_wins(clean, monkeypatch):
     from naiad import knobs
 
     chosen = fake_ptxas(clean / "chosen")
     fake_ptxas(clean / "home" / "bin")
     monkeypatch.setenv("CUDA_HOME", str(clean / "home"))
-    knobs.nvidia.ptxas_path = chosen
+    knobs.cuda.ptxas_path = chosen
     assert toolchain.find_ptxas() == chosen
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from naiad import knobs
 from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+from naiad.backends.cpu.knobs import KNOBS
 
 DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 
@@ -49,6 +50,7 @@ class CPUOptions(BackendOptions):
 class CPUBackend(BaseBackend):
     api_version = BACKEND_API_VERSION
     binary_ext = "obj"
+    knob_group = KNOBS
     cache_env_vars = ("NAIAD_DEBUG",)
     default_warp_size = 1
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from naiad import knobs
+from naiad.backends.cpu.knobs import KNOBS
 from naiad.backends.compiler import GPUTarget
 from naiad.backends.cpu import runtime
 from naiad.backends.cpu.target import host_target
@@ -303,7 +303,7 @@ class CPUDriver(DriverBase):
         return benchmark
 
     def threads(self) -> int:
-        return knobs.cpu.threads or os.cpu_count() or 1
+        return KNOBS.threads or os.cpu_count() or 1
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         return _shared_pool(self.threads() - 1)

@@ -20,6 +20,7 @@ from typing import Any
 
 from naiad import knobs
 from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+from naiad.backends.cuda.knobs import KNOBS
 
 DOT_PRECISIONS = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
 
@@ -51,6 +52,7 @@ class CUDAOptions(BackendOptions):
 class CUDABackend(BaseBackend):
     api_version = BACKEND_API_VERSION
     binary_ext = "cubin"
+    knob_group = KNOBS
     cache_env_vars = ("NAIAD_PTXAS_PATH", "NAIAD_LIBDEVICE_PATH", "NAIAD_DEBUG")
 
     @staticmethod

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from typing import Callable
 
-from naiad import knobs
+from naiad.backends.cuda.knobs import KNOBS
 from naiad.errors import NaiadError
 
 _EXE = ".exe" if os.name == "nt" else ""
@@ -82,7 +82,7 @@ def find_ptxas() -> str | None:
     """The ptxas to compile PTX with, or None when there is none (the driver then JIT-compiles
     PTX).  Remembered for as long as NAIAD_PTXAS_PATH, CUDA_HOME, CUDA_PATH, PATH and sys.path
     stay the same."""
-    setting = knobs.nvidia.ptxas_path
+    setting = KNOBS.ptxas_path
     return _configured_or_searched(
         "ptxas", setting, _is_executable, _search_ptxas,
         f"NAIAD_PTXAS_PATH={setting!r} is not an executable file: set it to the path of "
@@ -132,7 +132,7 @@ def disassemble(cubin: bytes) -> str:
 
 def find_libdevice() -> str | None:
     """libdevice's bitcode (``libdevice.10.bc``), or None; remembered as `find_ptxas` is."""
-    setting = knobs.nvidia.libdevice_path
+    setting = KNOBS.libdevice_path
     return _configured_or_searched(
         "libdevice", setting, os.path.isfile, _search_libdevice,
         f"NAIAD_LIBDEVICE_PATH={setting!r} is not a file: set it to the path of libdevice.10.bc "

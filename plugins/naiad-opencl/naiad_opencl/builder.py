@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from naiad.errors import NaiadError
+from naiad_opencl.knobs import KNOBS
 
 
 class BuildError(NaiadError):
@@ -82,7 +83,7 @@ class Builder:
 
 def build_timeout() -> float:
     """Seconds one build may take (``NAIAD_OPENCL_BUILD_TIMEOUT``, default 300)."""
-    text = os.environ.get("NAIAD_OPENCL_BUILD_TIMEOUT", "300")
+    text = KNOBS.build_timeout
     try:
         value = float(text)
     except ValueError:

@@ -23,6 +23,7 @@ from typing import Any
 
 from naiad.backends.compiler import BackendOptions, BaseBackend, GPUTarget
 from naiad.errors import NaiadError
+from naiad_opencl.knobs import KNOBS
 
 DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 
@@ -49,6 +50,7 @@ class OpenCLOptions(BackendOptions):
 
 
 class OpenCLBackend(BaseBackend):
+    knob_group = KNOBS
     api_version = 3                  # relies on API 3's defaults (load_dialects, module map, min dot size)
     binary_ext = "spv"
 

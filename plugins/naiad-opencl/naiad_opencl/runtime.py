@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from naiad_opencl.knobs import KNOBS
+
 #: CL_DEVICE_SUB_GROUP_SIZES_INTEL (cl_intel_required_subgroup_size).
 _SUB_GROUP_SIZES_INTEL = 0x4108
 #: The sub-group size a device that cannot say gets (every Intel device has it).
@@ -82,7 +84,7 @@ def why_none() -> str:
 
 def chosen_index() -> int:
     """The device ``NAIAD_OPENCL_DEVICE`` names (an index or a part of a name), else 0."""
-    choice = os.environ.get("NAIAD_OPENCL_DEVICE", "").strip()
+    choice = (KNOBS.device or "").strip()
     found = devices()
     if not choice:
         return 0

@@ -1,0 +1,17 @@
+"""The cpu backend's knobs (``naiad.knobs.cpu``), declared through the backend contract
+(`naiad.backends.compiler.BaseBackend.knob_group`)."""
+
+from __future__ import annotations
+
+from naiad.knobs import KnobGroup, env_int
+
+
+class CPUKnobs(KnobGroup):
+    """The in-tree CPU backend."""
+
+    threads = env_int(
+        "NAIAD_CPU_THREADS", None,
+        "Threads that run a launch's programs in parallel (default: all cores).")
+
+
+KNOBS = CPUKnobs()
