@@ -333,6 +333,17 @@ def register_backend_group(backend: str, group: KnobGroup) -> None:
     groups[backend] = group
 
 
+#: Loads backend ``name`` if there is one (which registers its group); set by discovery, which
+#: sits above this module (`set_group_loader`).
+_group_loader: Callable[[str], None] | None = None
+
+
+def set_group_loader(loader: Callable[[str], None]) -> None:
+    """``loader(name)`` loads backend ``name`` when ``naiad.knobs.<name>`` is first read."""
+    global _group_loader
+    _group_loader = loader
+
+
 def __getattr__(name: str) -> KnobGroup:
     """``naiad.knobs.<backend>``: that backend's knob group, the backend loaded on first use
     (reading ``naiad.knobs.cpu.threads`` before any launch loads the cpu backend)."""
@@ -340,10 +351,8 @@ def __getattr__(name: str) -> KnobGroup:
         return groups[name]
     if name.startswith("__"):
         raise AttributeError(name)
-    from naiad.backends.discovery import registry
-
-    if name in registry.sources():
-        registry.get_or_failure(name)
+    if _group_loader is not None:
+        _group_loader(name)
         if name in groups:
             return groups[name]
     raise AttributeError(f"naiad.knobs has no group {name!r}: the core's are "

@@ -445,3 +445,12 @@ class Registry(Mapping):
 
 
 registry = Registry()
+
+
+def _load_for_knobs(name: str) -> None:
+    """``naiad.knobs.<name>``'s loader: load backend ``name``, which registers its group."""
+    if name in registry.sources():
+        registry.get_or_failure(name)
+
+
+knobs.set_group_loader(_load_for_knobs)
