@@ -12,8 +12,8 @@ from naiad.compiler.errors import CompilationError
 from naiad.runtime.allocation import set_allocator
 from naiad.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 from naiad.runtime.jit import JITFunction, constexpr_function, jit
+from naiad.version import __version__
 
-__version__ = "0.1.0"
 
 _plugin_dirs.install_finder()
 

@@ -18,7 +18,7 @@ from naiad import testing
 from naiad.backends.driver import DriverBase
 from naiad.backends.selection import active_driver
 from naiad.compat import internal_testing as it
-from naiad.compat.tensor_descriptor import TensorDescriptor
+from naiad.runtime.tensor_descriptor import TensorDescriptor
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
 shipped = pytest.mark.shipped_backends

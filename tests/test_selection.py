@@ -107,7 +107,7 @@ def test_a_guest_device_type_is_reached_when_chosen_but_never_claimed(registry, 
 
 
 def test_a_tensor_descriptor_lives_where_its_base_does(registry, host, cuda):
-    from naiad.compat.tensor_descriptor import TensorDescriptor
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
 
     class Descriptor:          # duck-typed like TensorDescriptor: base and block_shape
         base, block_shape = CudaArray(), [4]

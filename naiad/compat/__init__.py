@@ -38,7 +38,7 @@ ALIASES = {
     "triton.knobs": "naiad.knobs",
     "triton.testing": "naiad.testing",
     "triton.tools": "naiad.compat.tools",
-    "triton.tools.tensor_descriptor": "naiad.compat.tensor_descriptor",
+    "triton.tools.tensor_descriptor": "naiad.runtime.tensor_descriptor",
 }
 
 #: Imported only when asked for: they need torch, as the tests that use them do.

@@ -46,6 +46,7 @@ import warnings
 from typing import Any
 
 from naiad import knobs
+from naiad.version import __version__
 from naiad.errors import KnobError, NaiadWarning
 
 #: Version of the entry format; part of the key, so a new format never reads an old entry.
@@ -72,9 +73,7 @@ class CorruptEntry(Exception):
 def naiad_sources_hash() -> str:
     """sha256 of every ``.py`` file of the ``naiad`` package (relative path and content), read
     once per process: any change to Naiad's compiler invalidates every cached kernel."""
-    import naiad
-
-    root = os.path.dirname(os.path.realpath(naiad.__file__))
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     digest = hashlib.sha256()
     for directory, subdirectories, files in os.walk(root):
         subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
@@ -101,11 +100,9 @@ def hook_key() -> str:
 
 def compile_key(src: Any, backend: Any, options: Any, target: Any) -> str:
     """The cache key of compiling ``src`` with ``backend`` and ``options`` for ``target``."""
-    import naiad
-
     parts = {
         "format": CACHE_FORMAT,
-        "naiad": naiad.__version__,
+        "naiad": __version__,
         "naiad_sources": naiad_sources_hash(),
         "source": [src.ext, str(src.language), src.hash()],
         "target": target.to_json(),

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from naiad import knobs
-from naiad.compiler.builder import IRBuilder
+from naiad.ir.builder import IRBuilder
 from naiad.compiler.code_generator import ArgSlot, CodeGenerator, ModuleContext
 from naiad.compiler.errors import CompilationError
 from naiad.errors import NaiadError

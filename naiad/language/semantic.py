@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import (BFloat16Type, DenseArrayBase, Float16Type, Fl
                                    FloatAttr, IntegerAttr, IntegerType, StringAttr, TensorType, i32)
 from xdsl.ir import Attribute, Block, Region
 
-from naiad.compiler.builder import IRBuilder
+from naiad.ir.builder import IRBuilder
 from naiad.ir import gpu, tt
 from naiad.ir import arith
 from naiad.ir.arith import RemFOp

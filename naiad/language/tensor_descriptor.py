@@ -20,7 +20,7 @@ so no backend needs to know about descriptors:
 
 A descriptor is a `naiad.language.core.aggregate_value`: the code generator passes it through
 calls, returns, ``if`` and loops as its runtime parts (`tensor_descriptor.parts`).  A host-side
-``TensorDescriptor`` (`naiad.compat.tensor_descriptor`) passed to a kernel is specialized as
+``TensorDescriptor`` (`naiad.runtime.tensor_descriptor`) passed to a kernel is specialized as
 the type string `tensor_descriptor_type.signature` (``"tensordesc<fp32[16, 32]>"``, with
 ``",nan"`` after the block for NaN padding) and launched as its parts, in the same order
 (`host_parts`): the base array, the shape, the strides.

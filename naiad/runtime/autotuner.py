@@ -347,7 +347,7 @@ class Autotuner(KernelWrapper):
 
     # -- the on-disk cache --------------------------------------------------------------------
     def _cache_path(self, key: tuple, arguments: dict[str, Any]) -> str:
-        from naiad import __version__
+        from naiad.version import __version__
         from naiad.runtime import autotune_cache
 
         source = getattr(_jit_function(self.fn), "cache_key", self.name)

@@ -145,7 +145,7 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         ty = array_type_string(value)
         key = ("D" if align and pointer % 16 == 0 else "") if specialize_value else None
         return "*" + ty, key
-    from naiad.compat.tensor_descriptor import TensorDescriptor
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
 
     if isinstance(value, TensorDescriptor):
         return value.signature(), value.divisibility() if specialize_value and align else None

@@ -12,7 +12,7 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad.compat.tensor_descriptor import TensorDescriptor
+from naiad.runtime.tensor_descriptor import TensorDescriptor
 from naiad.compiler.errors import CompilationError
 from naiad.compiler.frontend import specialize
 from naiad.runtime.jit import LaunchError

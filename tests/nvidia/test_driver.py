@@ -1054,7 +1054,7 @@ def test_gpu_libcuda_device_interface_and_buffer(gpu_driver):
 def test_tensor_descriptor_parameters_are_passed_as_base_shape_and_strides(driver):
     """A host TensorDescriptor argument: its base pointer, then its shape, then its strides, as
     the kernel's parameters (the CPU launcher's order)."""
-    from naiad.compat.tensor_descriptor import TensorDescriptor
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
 
     launcher = driver.make_launcher([("d", "tensordesc<fp32[16, 32]>"), ("n", "i32")], METADATA)
     assert [name for name, _, _ in launcher.slots] == [

@@ -206,7 +206,7 @@ def test_host_descriptor_kernel_compiles():
 
 def test_host_descriptors_are_arguments(gpu):
     torch = gpu
-    from naiad.compat.tensor_descriptor import TensorDescriptor
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
     from tests.cpu import test_tensor_descriptors as descriptors
 
     a = torch.arange(20 * 24, device="cuda", dtype=torch.float32).reshape(20, 24)

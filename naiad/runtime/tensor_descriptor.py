@@ -1,5 +1,6 @@
-"""``triton.tools.tensor_descriptor.TensorDescriptor``: a host-side description of a tiled view
-of an array (base, shape, strides, block shape, padding), passed to kernels as an argument.
+"""The host-side ``TensorDescriptor`` (``triton.tools.tensor_descriptor`` under the compatibility
+layer): a description of a tiled view of an array (base, shape, strides, block shape, padding),
+passed to kernels as an argument.
 
 Inside the kernel the argument is a `naiad.language.tensor_descriptor.tensor_descriptor`, the
 same value ``tl.make_tensor_descriptor`` makes: ``desc.load``, ``desc.store``, ``desc.shape``...
