@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import statistics
 import subprocess
 import sys
-import time
 import types
 
 os.environ.setdefault("TRITON_INTERPRET", "1")   # before any import of triton
@@ -25,16 +23,7 @@ import numpy as np  # noqa: E402
 
 import naiad  # noqa: E402
 from naiad.tools import gallery  # noqa: E402
-
-
-def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+from host_timing import median_ms  # noqa: E402
 
 
 def optional(name: str):

@@ -15,26 +15,15 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import naiad
 from naiad.tools import gallery
+from host_timing import median_ms
 
 BACKENDS = ("cpu", "opencl")
-
-
-def median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
 
 
 def workloads(quick: bool):
