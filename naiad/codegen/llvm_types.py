@@ -8,6 +8,7 @@ element-wise rules), ``f16`` is LLVM's ``half``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 
@@ -60,6 +61,19 @@ def scalar(mlir_type) -> ir.Type:
     if is_fp8(t):
         return I8
     raise TypeError(f"no LLVM type for {t}")
+
+
+def c_string(module: ir.Module, text: str) -> ir.GlobalVariable:
+    """A NUL-terminated constant holding ``text`` (UTF-8), one internal global per distinct
+    text (named by its hash): what printf formats, assert messages and file names point at."""
+    data = bytearray(text.encode("utf-8") + b"\0")
+    name = f"naiad.str.{hashlib.sha1(data).hexdigest()[:16]}"
+    glob = module.globals.get(name)
+    if glob is None:
+        kind = ir.ArrayType(I8, len(data))
+        glob = ir.GlobalVariable(module, kind, name=name)
+        glob.initializer, glob.global_constant, glob.linkage = ir.Constant(kind, data), True, "internal"
+    return glob
 
 
 def opaque(builder: ir.IRBuilder, pointer: ir.Value, addrspace: int = 0) -> ir.Value:

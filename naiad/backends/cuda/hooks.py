@@ -5,7 +5,6 @@ the functions a kernel calls)."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import llvmlite.ir as ir
@@ -47,18 +46,6 @@ def _exp(ctx: Any, args: list[ir.Value]) -> ir.Value:
 #: ``.ftz`` ptxas wraps every MUFU.EX2 in a compare and two multiplies, which in attention's
 #: softmax is a third of the loop's instructions.
 _FAST_F32 = {"expf": _exp, "exp2f": lambda ctx, args: _ptx(ctx, "ex2.approx.ftz.f32", args)}
-
-
-def _string(module: ir.Module, text: str) -> ir.Value:
-    """A generic pointer to a NUL-terminated constant (one global per distinct text)."""
-    data = bytearray(text.encode("utf-8") + b"\0")
-    name = f"naiad.str.{hashlib.sha1(data).hexdigest()[:16]}"
-    glob = module.globals.get(name)
-    if glob is None:
-        kind = ir.ArrayType(lt.I8, len(data))
-        glob = ir.GlobalVariable(module, kind, name=name)
-        glob.initializer, glob.global_constant, glob.linkage = ir.Constant(kind, data), True, "internal"
-    return glob.bitcast(lt.PTR)
 
 
 #: Inline-assembly constraint letter -> the LLVM type of its PTX register.
@@ -204,15 +191,15 @@ class NVPTXHooks(GPUHooks):
             b.position_at_end(here)
         for i, v in enumerate(values):
             b.store(v, b.gep(slot, [ir.Constant(lt.I32, 0), ir.Constant(lt.I32, i)]))
-        b.call(vprintf, [_string(b.module, text), lt.opaque(b, slot)])
+        b.call(vprintf, [lt.c_string(b.module, text).bitcast(lt.PTR), lt.opaque(b, slot)])
 
     def assert_fail(self, b: ir.IRBuilder, message: str, file: str, line: int, function: str) -> None:
         """``__assertfail``: the driver prints the message with the thread and block, and the
         kernel stops (the context then reports CUDA_ERROR_ASSERT)."""
         fail = lt.function(b.module, "__assertfail", lt.VOID, [lt.PTR, lt.PTR, lt.I32, lt.PTR, lt.I64])
         fail.attributes.add("noreturn")
-        b.call(fail, [_string(b.module, message), _string(b.module, file), ir.Constant(lt.I32, line),
-                      _string(b.module, function), ir.Constant(lt.I64, 1)])
+        message, file, function = (lt.c_string(b.module, t).bitcast(lt.PTR) for t in (message, file, function))
+        b.call(fail, [message, file, ir.Constant(lt.I32, line), function, ir.Constant(lt.I64, 1)])
 
     # -- conversions: one instruction where the GPU has it (`conversions`) -----------------------------
     def f32_to_bf16(self, ctx: Any, value: ir.Value) -> ir.Value:

@@ -34,13 +34,7 @@ def source_location(op: Any) -> tuple[str, int]:
 
 def _string(kernel: Any, text: str) -> ir.Value:
     """A pointer to a NUL-terminated global string (one per distinct text)."""
-    data = bytearray(text.encode("utf-8") + b"\0")
-    name = f"naiad.str.{len(kernel.llmod.globals)}"
-    glob = ir.GlobalVariable(kernel.llmod, ir.ArrayType(lt.I8, len(data)), name=name)
-    glob.initializer = ir.Constant(ir.ArrayType(lt.I8, len(data)), data)
-    glob.global_constant = True
-    glob.linkage = "internal"
-    return lt.opaque(kernel.b, glob)
+    return lt.opaque(kernel.b, lt.c_string(kernel.llmod, text))
 
 
 def _as_bits(kernel: Any, value: ir.Value, mlir_type: Any, signed: bool) -> tuple[ir.Value, int, int]:
