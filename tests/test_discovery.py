@@ -294,6 +294,15 @@ def test_a_compiler_may_leave_out_what_has_defaults(registry, plugins):
     assert compiler.get_codegen_implementation(None)["min_dot_size"](None, None) == (1, 1, 1)
 
 
+def test_a_driver_may_leave_out_the_c_types(registry, plugins):
+    """API 3: map_python_to_cpp_type defaults to the shared table (pointer_c_type for pointers)."""
+    plugins.add("toy", driver_methods={"map_python_to_cpp_type": None,
+                                       "pointer_c_type": "pointer_c_type = 'toy_ptr_t'"})
+    driver = registry["toy"].driver()
+    assert [driver.map_python_to_cpp_type(t) for t in ("*fp32", "i8", "fp16", "bf16")] == \
+        ["toy_ptr_t", "int8_t", "_Float16", "uint16_t"]
+
+
 _TOY_KNOBS = """
 from naiad.knobs import KnobGroup, env_int
 

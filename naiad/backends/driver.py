@@ -18,6 +18,14 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence
 from naiad.backends.compiler import GPUTarget
 
 
+#: The C type of each scalar kernel-argument type (bf16 travels as its 16 bits).
+C_TYPES = {
+    "i1": "bool", "u1": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+    "u16": "uint16_t", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t",
+    "fp16": "_Float16", "bf16": "uint16_t", "fp32": "float", "fp64": "double",
+}
+
+
 class Benchmarker(Protocol):
     """Times a callable: ``bench(kernel_call, quantiles=[0.5, 0.2, 0.8]) -> [ms, ...]``."""
 
@@ -104,9 +112,21 @@ class DriverBase(metaclass=ABCMeta):
     def get_current_stream(self, device: int | None = None) -> int:
         """The raw handle of the stream kernels launch on (0 where there are no streams)."""
 
-    @abstractmethod
+    #: The C type of a pointer argument in ahead-of-time headers (`map_python_to_cpp_type`).
+    pointer_c_type: ClassVar[str] = "void*"
+
     def map_python_to_cpp_type(self, ty: str) -> str:
-        """The C type of a Triton type string ("i32", "*fp16", "fp32") for ahead-of-time headers."""
+        """The C type of a Triton type string ("i32", "*fp16", "fp32") for ahead-of-time
+        headers: `pointer_c_type` for pointers, `C_TYPES` for scalars.  Default (API 3)."""
+        if ty.startswith("*"):
+            return self.pointer_c_type
+        try:
+            return C_TYPES[ty]
+        except KeyError:
+            from naiad.errors import NaiadError
+
+            raise NaiadError(f"arguments of type {ty} have no C type (pointers and "
+                             f"{', '.join(C_TYPES)} do)") from None
 
     @abstractmethod
     def get_benchmarker(self) -> Benchmarker:

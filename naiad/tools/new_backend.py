@@ -166,9 +166,6 @@ class {prefix}Driver(DriverBase):
     def get_current_stream(self, device: int | None = None) -> int:
         return 0
 
-    def map_python_to_cpp_type(self, ty: str) -> str:
-        raise _todo("name the C type of a kernel argument (map_python_to_cpp_type)")
-
     def get_benchmarker(self) -> Benchmarker:
         raise _todo("time kernels (get_benchmarker)")
 

@@ -30,15 +30,12 @@ _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_in
                               ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
 _LAUNCH_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
 
-#: Kernel argument type string -> struct format of its 8-byte slot, and the C type for AOT.
+#: Kernel argument type string -> struct format of its 8-byte slot.
 _SLOTS = {
-    "i1": ("B7x", "bool"), "u1": ("B7x", "bool"), "i8": ("b7x", "int8_t"),
-    "u8": ("B7x", "uint8_t"), "i16": ("h6x", "int16_t"), "u16": ("H6x", "uint16_t"),
-    "i32": ("i4x", "int32_t"), "u32": ("I4x", "uint32_t"), "i64": ("q", "int64_t"),
-    "u64": ("Q", "uint64_t"), "fp16": ("e6x", "_Float16"), "bf16": ("H6x", "uint16_t"),
-    "fp32": ("f4x", "float"), "fp64": ("d", "double"),
+    "i1": "B7x", "u1": "B7x", "i8": "b7x", "u8": "B7x", "i16": "h6x", "u16": "H6x", "i32": "i4x",
+    "u32": "I4x", "i64": "q", "u64": "Q", "fp16": "e6x", "bf16": "H6x", "fp32": "f4x", "fp64": "d",
 }
-_POINTER = ("Q", "void*")
+_POINTER = "Q"
 
 
 class CPULauncher:
@@ -53,7 +50,7 @@ class CPULauncher:
         self.names = [name for name, _, _ in slots]
         self.types = [ty for _, ty, _ in slots]
         self.runtime = [path for _, _, path in slots]
-        self.packer = struct.Struct("<" + "".join(_slot(ty)[0] for ty in self.types))
+        self.packer = struct.Struct("<" + "".join(_slot(ty) for ty in self.types))
         self.threads = threads
         self.pool = pool
         self._pack_fast = None if self.debug else self._build_packer()
@@ -216,7 +213,7 @@ def array_extent(array: Any) -> tuple[int, int, int]:
     return start + low, start + high + size, size
 
 
-def _slot(ty: str) -> tuple[str, str]:
+def _slot(ty: str) -> str:
     if ty.startswith("*"):
         return _POINTER
     try:
@@ -295,9 +292,6 @@ class CPUDriver(DriverBase):
 
     def get_current_stream(self, device: int | None = None) -> int:
         return 0
-
-    def map_python_to_cpp_type(self, ty: str) -> str:
-        return _slot(ty)[1]
 
     def get_benchmarker(self) -> Callable:
         return benchmark

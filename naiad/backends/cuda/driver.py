@@ -222,6 +222,7 @@ class _ThreadState(threading.local):
 
 class CUDADriver(DriverBase):
     device_types = ("cuda",)
+    pointer_c_type = "CUdeviceptr"
     max_grid = (2**31 - 1, 65535, 65535)
 
     def __init__(self) -> None:
@@ -333,9 +334,6 @@ class CUDADriver(DriverBase):
     def get_active_torch_device(self) -> Any:
         torch = sys.modules.get("torch")
         return torch.device("cuda", self.get_current_device()) if torch is not None else None
-
-    def map_python_to_cpp_type(self, ty: str) -> str:
-        return _slot(ty)[1]
 
     # -- binaries -----------------------------------------------------------------------------
     def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
@@ -551,21 +549,18 @@ class DeviceBuffer:
 
 # -- launching ---------------------------------------------------------------------------------
 
-#: Scalar argument type -> (struct format of its 8-byte slot, C type).  A slot holds the value
-#: in its first bytes, as wide as the kernel's PTX parameter (LLVM gives i8 a .u8 parameter).
+#: Scalar argument type -> struct format of its 8-byte slot.  A slot holds the value in its
+#: first bytes, as wide as the kernel's PTX parameter (LLVM gives i8 a .u8 parameter).
 _SCALARS = {
-    "i1": ("?7x", "bool"), "u1": ("?7x", "bool"), "i8": ("b7x", "int8_t"),
-    "u8": ("B7x", "uint8_t"), "i16": ("h6x", "int16_t"), "u16": ("H6x", "uint16_t"),
-    "i32": ("i4x", "int32_t"), "u32": ("I4x", "uint32_t"), "i64": ("q", "int64_t"),
-    "u64": ("Q", "uint64_t"), "fp16": ("e6x", "_Float16"), "bf16": ("H6x", "uint16_t"),
-    "fp32": ("f4x", "float"), "fp64": ("d", "double"),
+    "i1": "?7x", "u1": "?7x", "i8": "b7x", "u8": "B7x", "i16": "h6x", "u16": "H6x", "i32": "i4x",
+    "u32": "I4x", "i64": "q", "u64": "Q", "fp16": "e6x", "bf16": "H6x", "fp32": "f4x", "fp64": "d",
 }
-_POINTER = ("Q", "CUdeviceptr")
+_POINTER = "Q"
 _DLPACK_CUDA = (2, 13)           # kDLCUDA, kDLCUDAManaged
 _DLPACK_HOST = (1, 3)            # kDLCPU, kDLCUDAHost (pinned host memory)
 
 
-def _slot(ty: Any, kernel: str = "") -> tuple[str, str]:
+def _slot(ty: Any, kernel: str = "") -> str:
     if isinstance(ty, str) and ty.startswith("*"):
         return _POINTER
     try:
@@ -608,7 +603,7 @@ class CUDALauncher:
         self.slots = kernel_slots(signature)
         n = len(self.slots)
         self.struct = struct.Struct(_CONFIG.format + f"{n}Q"
-                                    + "".join(_slot(ty, self.name)[0] for _, ty, _ in self.slots))
+                                    + "".join(_slot(ty, self.name) for _, ty, _ in self.slots))
         self._launch = driver.cuda.cuLaunchKernelEx
         self.pack = self._build_packer()
 

@@ -23,17 +23,15 @@ from naiad.runtime.slots import runtime_slots
 from naiad_opencl import runtime
 from naiad_opencl.builder import Builder
 
-#: Kernel argument type string -> (numpy dtype of its value, the C type for AOT headers).
+#: Kernel argument type string -> the numpy dtype of its value.
 _SCALARS = {
-    "i1": ("uint8", "bool"), "u1": ("uint8", "bool"), "i8": ("int8", "int8_t"),
-    "u8": ("uint8", "uint8_t"), "i16": ("int16", "int16_t"), "u16": ("uint16", "uint16_t"),
-    "i32": ("int32", "int32_t"), "u32": ("uint32", "uint32_t"), "i64": ("int64", "int64_t"),
-    "u64": ("uint64", "uint64_t"), "fp16": ("float16", "half"), "bf16": ("uint16", "uint16_t"),
-    "fp32": ("float32", "float"), "fp64": ("float64", "double"),
+    "i1": "uint8", "u1": "uint8", "i8": "int8", "u8": "uint8", "i16": "int16", "u16": "uint16",
+    "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64", "fp16": "float16",
+    "bf16": "uint16", "fp32": "float32", "fp64": "float64",
 }
 
 
-def _scalar_type(ty: str) -> tuple[str, str]:
+def _scalar_type(ty: str) -> str:
     try:
         return _SCALARS[ty]
     except KeyError:
@@ -52,7 +50,7 @@ class OpenCLLauncher:
         self.names = [name for name, _, _ in slots]
         self.paths = [path for _, _, path in slots]
         self.types = [ty for _, ty, _ in slots]
-        self.scalars = [None if ty.startswith("*") else numpy.dtype(_scalar_type(ty)[0]) for ty in self.types]
+        self.scalars = [None if ty.startswith("*") else numpy.dtype(_scalar_type(ty)) for ty in self.types]
 
     def _pointer(self, state: runtime.DeviceState, value: Any, name: str) -> Any:
         if value is None:
@@ -161,7 +159,7 @@ class OpenCLDriver(DriverBase):
         return 0
 
     def map_python_to_cpp_type(self, ty: str) -> str:
-        return "void*" if ty.startswith("*") else _scalar_type(ty)[1]
+        return "half" if ty == "fp16" else super().map_python_to_cpp_type(ty)     # OpenCL C
 
     def get_benchmarker(self) -> Callable:
         return benchmark
