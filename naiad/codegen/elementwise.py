@@ -112,6 +112,27 @@ def scalar_constant(ctx: Lowering, value: Any, mlir_type: Any) -> ir.Value:
     return ir.Constant(storage, float(value))
 
 
+def apply_region(ctx: Lowering, region: Any, args: list[ir.Value]) -> list[ir.Value]:
+    """The values a combine region (of ``tt.reduce`` or ``tt.scan``) yields for ``args``, its
+    block arguments -- scalars, or vectors of ``ctx.lanes`` (the CPU combines a chunk of
+    independent accumulators at once).  Its ops must be element-wise: they are lowered with
+    these rules, constants splat to the lanes."""
+    block = region.block
+    env = dict(zip(block.args, args))
+    scalar = Lowering(ctx.b, ctx.hooks, 1)
+    for op in block.ops:
+        if op is block.last_op:
+            return [env[v] for v in op.operands]
+        if isinstance(op, arith.ConstantOp):
+            env[op.results[0]] = ctx.splat(scalar_constant(scalar, op.value.value.data, op.results[0].type))
+        elif type(op) in RULES:
+            env[op.results[0]] = lower(ctx, op, [env[v] for v in op.operands])
+        else:
+            raise NotImplementedError(f"{op.name} in a reduction's or scan's combine function is not "
+                                      f"supported yet (only element-wise operations are)")
+    raise RuntimeError("internal error: a combine region without a terminator")
+
+
 # -- storage <-> compute -------------------------------------------------------------------
 def to_compute(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
     if lt.is_bf16(mlir_type):

@@ -20,25 +20,12 @@ import llvmlite.ir as ir
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, numel, rule, shape_of
-from naiad.ir import arith, tt
+from naiad.ir import tt
 
 
 def combine(k: GPUKernel, region: Any, left: Sequence[ir.Value], right: Sequence[ir.Value]) -> list[ir.Value]:
     """Apply a combine region to scalars (its block arguments: the left values, then the right)."""
-    block = region.block
-    env = dict(zip(block.args, list(left) + list(right)))
-    ctx = k.ctx()
-    for op in block.ops:
-        if op is block.last_op:
-            return [env[v] for v in op.operands]
-        if isinstance(op, arith.ConstantOp):
-            env[op.results[0]] = elementwise.scalar_constant(ctx, op.value.value.data, op.results[0].type)
-            continue
-        if type(op) not in elementwise.RULES:
-            raise NotImplementedError(f"{op.name} in a combine function is not supported by the "
-                                      f"GPU lowering yet")
-        env[op.results[0]] = elementwise.lower(ctx, op, [env[v] for v in op.operands])
-    raise RuntimeError("internal error: a combine region without a terminator")
+    return elementwise.apply_region(k.ctx(), region, list(left) + list(right))
 
 
 def _shuffle(k: GPUKernel, value: ir.Value, offset: Any, up: bool = False, index: bool = False) -> ir.Value:

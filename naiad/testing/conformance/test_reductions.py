@@ -240,3 +240,29 @@ def test_arg_reductions_skip_nan_wherever_it_is(seed, tie_left):
     out_max, out_min = np.zeros(1, np.int32), np.zeros(1, np.int32)
     arg_nan_kernel[(1,)](x, out_max, out_min, N=16, TIE_LEFT=tie_left)
     assert (out_max[0], out_min[0]) == (np.nanargmax(x), np.nanargmin(x)), x
+
+
+@naiad.jit
+def _larger_by_branch(a, b):
+    if a > b:
+        return a
+    return b
+
+
+@naiad.jit
+def branchy_reduce_kernel(x, out, BLOCK: tl.constexpr):
+    tl.store(out, tl.reduce(tl.load(x + tl.arange(0, BLOCK)), 0, _larger_by_branch))
+
+
+def test_a_combine_function_with_control_flow_is_a_clear_error():
+    """A compile error (the CPU lowering names the source line) or the backend's unsupported
+    feature (a GPU lowering's, naming the stage); either way the kernel and what is missing."""
+    from naiad.errors import NaiadError
+
+    x, out = np.arange(16, dtype=np.float32), np.zeros(1, np.float32)
+    with pytest.raises(NaiadError) as info:
+        branchy_reduce_kernel[(1,)](x, out, BLOCK=16)
+    message = str(info.value)
+    assert "branchy_reduce_kernel" in message
+    assert "scf.if in a reduction's or scan's combine function is not supported yet (only " \
+           "element-wise operations are)" in message

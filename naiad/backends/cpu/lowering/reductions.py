@@ -21,34 +21,6 @@ from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of, strides
 from naiad.codegen import elementwise, llvm_types as lt
 
 
-def apply_region(kernel: Any, region: Any, args: list[ir.Value], lanes: int) -> list[ir.Value]:
-    """Run a combine region on (vector) values: block args bound to ``args``, terminator's values."""
-    block = region.block
-    saved = {a: kernel.env.get(a) for a in block.args}
-    for arg, value in zip(block.args, args):
-        kernel.env[arg] = value
-    context = kernel.ctx(lanes)
-    results: list[ir.Value] = []
-    for op in block.ops:
-        if op is block.last_op:
-            results = [kernel.env[v] for v in op.operands]
-            break
-        if type(op) not in elementwise.RULES and op.name != "arith.constant":
-            raise NotImplementedError(f"{op.name} in a reduction's combine function is not supported "
-                                      f"on the CPU yet")
-        if op.name == "arith.constant":
-            kernel.env[op.results[0]] = context.splat(
-                kernel.scalar_constant(op.value.value.data, op.results[0].type))
-            continue
-        kernel.env[op.results[0]] = elementwise.lower(context, op, [kernel.env[v] for v in op.operands])
-    for arg, value in saved.items():
-        if value is None:
-            kernel.env.pop(arg, None)
-        else:
-            kernel.env[arg] = value
-    return results
-
-
 def _input_index(kernel: Any, out_index: ir.Value, k: ir.Value, shape: list[int], axis: int) -> ir.Value:
     """Linear input index of output element ``out_index`` at position ``k`` along ``axis``."""
     out_shape = shape[:axis] + shape[axis + 1:]
@@ -69,7 +41,7 @@ def _horizontal(kernel: Any, region: Any, values: list[ir.Value], lanes: int) ->
         if half == 1:   # <1 x T> halves: combine as scalars
             low = [b.extract_element(v, ir.Constant(lt.I32, 0)) for v in low]
             high = [b.extract_element(v, ir.Constant(lt.I32, 0)) for v in high]
-        values = apply_region(kernel, region, low + high, half)
+        values = elementwise.apply_region(kernel.ctx(half), region, low + high)
         lanes = half
     return values
 
@@ -129,7 +101,7 @@ def _accumulate(kernel: Any, region: Any, inputs: list, acc: list[ir.Value], ind
     def fold(k: ir.Value, current: list[ir.Value]) -> list[ir.Value]:
         index = index_of(k)
         following = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
-        return apply_region(kernel, region, current + following, lanes)
+        return elementwise.apply_region(kernel.ctx(lanes), region, current + following)
 
     return kernel.carried_loop(step, n, step, acc, fold)
 
@@ -171,7 +143,7 @@ def _scan_loop(kernel: Any, region: Any, inputs: list, targets: list[Buffer], ac
         offset = kernel.b.mul(k, ir.Constant(lt.I32, step))
         index = kernel.b.sub(first, offset) if reverse else kernel.b.add(first, offset)
         following = [kernel.chunks.value_at(v, index, lanes) for v in inputs]
-        combined = apply_region(kernel, region, current + following, lanes)
+        combined = elementwise.apply_region(kernel.ctx(lanes), region, current + following)
         for target, value in zip(targets, combined):
             kernel.chunks.store_chunk(target, index, value)
         return combined
