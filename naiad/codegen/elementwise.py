@@ -162,6 +162,34 @@ def f32_to_bf16(ctx: Lowering, value: ir.Value) -> ir.Value:
     return b.trunc(b.lshr(result, ctx.const(lt.I32, 16)), lt.vector(lt.I16, ctx.lanes))
 
 
+def widened(ctx: Lowering, value: ir.Value, mlir_type: Any, compute: ir.Type) -> ir.Value:
+    """A dot operand or accumulator in storage form as the dot's compute type ``compute`` (a
+    scalar type; ``value`` may be a vector): bf16 and fp8 through `to_compute`, integers
+    sign-extended, floats extended (or rounded, to a narrower compute type)."""
+    value = to_compute(ctx, value, mlir_type)
+    src = lt.scalar_of(value.type)
+    if src == compute:
+        return value
+    target = lt.vector(compute, lt.lanes_of(value.type))
+    if isinstance(compute, ir.IntType):
+        return ctx.b.sext(value, target)
+    return ctx.b.fpext(value, target) if lt.byte_size(src) < lt.byte_size(compute) else ctx.b.fptrunc(value, target)
+
+
+def narrowed(ctx: Lowering, value: ir.Value, mlir_type: Any) -> ir.Value:
+    """A dot's result in its compute type as the storage form of ``mlir_type`` (the inverse of
+    `widened`: bf16 and fp8 through `to_storage`, integers truncated, floats rounded)."""
+    storage = lt.scalar(mlir_type)
+    if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type):
+        return to_storage(ctx, value, mlir_type)
+    if lt.scalar_of(value.type) == storage:
+        return value
+    target = lt.vector(storage, lt.lanes_of(value.type))
+    if isinstance(storage, ir.IntType):
+        return ctx.b.trunc(value, target)
+    return ctx.b.fptrunc(value, target)
+
+
 # -- integer and float arithmetic -----------------------------------------------------------
 def _binary(method: str) -> Callable:
     def lower_binary(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:

@@ -41,7 +41,7 @@ def fma_dot(k: GPUKernel, op: Any) -> None:
     if out_type in (lt.F64, lt.I64):
         compute = out_type
     coords = k.coordinates(layout, shape_of(result))
-    start = [_widen(k, ctx, v, result.type, compute) for v in acc]
+    start = [elementwise.widened(ctx, v, result.type, compute) for v in acc]
     b = k.b
 
     def accumulate(index: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
@@ -54,33 +54,13 @@ def fma_dot(k: GPUKernel, op: Any) -> None:
                        typ=a_store)
             y = b.load(k.shared_pointer(b.add(b.mul(depth, ir.Constant(lt.I32, n)), j), b_store,
                                         a_bytes), typ=b_store)
-            x, y = _widen(k, ctx, x, op.a.type, compute), _widen(k, ctx, y, op.b.type, compute)
+            x, y = elementwise.widened(ctx, x, op.a.type, compute), elementwise.widened(ctx, y, op.b.type, compute)
             updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
         return updated
 
     sums = k.carried_loop("dot", 0, lambda index: b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)),
                           start, accumulate)
-    k.define(result, [_narrow(k, ctx, s, result.type) for s in sums])
-
-
-def _widen(k: GPUKernel, ctx: Any, value: ir.Value, mlir_type: Any, compute: ir.Type) -> ir.Value:
-    value = elementwise.to_compute(ctx, value, mlir_type)
-    if value.type == compute:
-        return value
-    if isinstance(compute, ir.IntType):
-        return k.b.sext(value, compute)
-    return k.b.fpext(value, compute) if lt.byte_size(value.type) < lt.byte_size(compute) else value
-
-
-def _narrow(k: GPUKernel, ctx: Any, value: ir.Value, mlir_type: Any) -> ir.Value:
-    storage = lt.scalar(mlir_type)
-    if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type):
-        return elementwise.to_storage(ctx, value, mlir_type)
-    if value.type == storage:
-        return value
-    if isinstance(storage, ir.IntType):
-        return k.b.trunc(value, storage)
-    return k.b.fptrunc(value, storage)
+    k.define(result, [elementwise.narrowed(ctx, s, result.type) for s in sums])
 
 
 def _fma(k: GPUKernel, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:

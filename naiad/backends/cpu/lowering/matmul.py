@@ -163,7 +163,7 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
     def load(buf: Buffer, offset: ir.Value, count: int, context: Any) -> ir.Value:
         t = lt.vector(lt.scalar(buf.mlir_type), count)
         raw = bld.load(element_ptr(buf, offset), typ=t, align=lt.byte_size(lt.scalar(buf.mlir_type)))
-        return _widen(context, raw, buf.mlir_type, compute)
+        return elementwise.widened(context, raw, buf.mlir_type, compute)
 
     def tile(i_block: ir.Value) -> None:
         i0 = bld.mul(i_block, ir.Constant(lt.I32, mr))
@@ -179,7 +179,7 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
             acc = _k_loop(kernel, k_dim, acc, lambda kk, acc_: _step(kk, acc_, rows, j0))
             for row_offsets, row_acc in zip(offsets, acc):
                 for off, value in zip(row_offsets, row_acc):
-                    out = _narrow(ctx, value, d.mlir_type)
+                    out = elementwise.narrowed(ctx, value, d.mlir_type)
                     bld.store(out, element_ptr(d, off), align=lt.byte_size(lt.scalar(d.mlir_type)))
 
         kernel.counted_loop(n // nr, column_block)
@@ -218,30 +218,6 @@ def _k_loop(kernel: Any, k_dim: int, acc: list[list[ir.Value]], step: Any) -> li
     flat = loops.carried_loop(b, "dot", 0, lambda kk: b.icmp_signed("<", kk, ir.Constant(lt.I32, k_dim)),
                               [value for row in acc for value in row], flat_step)
     return rows(flat)
-
-
-def _widen(ctx: Any, raw: ir.Value, mlir_type: Any, compute: ir.Type) -> ir.Value:
-    """Storage -> compute type (bf16/fp8 through the shared conversions, ints sign-extended)."""
-    value = elementwise.to_compute(ctx, raw, mlir_type) if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type) else raw
-    src = lt.scalar_of(value.type)
-    target = lt.vector(compute, lt.lanes_of(value.type))
-    if src == compute:
-        return value
-    if isinstance(compute, ir.IntType):
-        return ctx.b.sext(value, target)
-    return ctx.b.fpext(value, target) if lt.byte_size(src) < lt.byte_size(compute) else ctx.b.fptrunc(value, target)
-
-
-def _narrow(ctx: Any, value: ir.Value, mlir_type: Any) -> ir.Value:
-    storage = lt.scalar(mlir_type)
-    if lt.is_bf16(mlir_type) or lt.is_fp8(mlir_type):
-        return elementwise.to_storage(ctx, value, mlir_type)
-    if lt.scalar_of(value.type) == storage:
-        return value
-    target = lt.vector(storage, lt.lanes_of(value.type))
-    if isinstance(storage, ir.IntType):
-        return ctx.b.trunc(value, target)
-    return ctx.b.fptrunc(value, target)
 
 
 def _fma(ctx: Any, a: ir.Value, b: ir.Value, acc: ir.Value, integer: bool) -> ir.Value:
