@@ -93,6 +93,21 @@ def memory_type(mlir_type) -> ir.Type:
     return I8 if storage == I1 else storage
 
 
+def to_memory(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """``value`` (a scalar or a vector) as memory holds it (`memory_type`): booleans as bytes."""
+    if scalar_of(value.type) == I1:
+        return b.zext(value, vector(I8, lanes_of(value.type)))
+    return value
+
+
+def from_memory(b: ir.IRBuilder, value: ir.Value, storage: ir.Type) -> ir.Value:
+    """The inverse of `to_memory` for values whose storage type is ``storage``: a byte read
+    as a boolean is true when it is not zero."""
+    if storage == I1:
+        return b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
+    return value
+
+
 def bit_width(t: ir.Type) -> int:
     """Bits of a scalar type (1 for a boolean)."""
     return t.width if isinstance(t, ir.IntType) else 8 * byte_size(t)

@@ -162,7 +162,7 @@ def store_registers(k: GPUKernel, dist: Dist, tile: Any, base: ir.Value) -> None
     smem = k.hooks.shared_base(b)
     for start in range(0, len(dist.values), vector):
         pointer = b.gep(smem, [tile.address(b, base, coords[start])], source_etype=lt.I8)
-        values = [b.zext(v, lt.I8) if v.type == lt.I1 else v for v in dist.values[start:start + vector]]
+        values = [lt.to_memory(b, v) for v in dist.values[start:start + vector]]
         if vector == 1:
             b.store(values[0], pointer)
             continue
@@ -204,5 +204,5 @@ def read_registers(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout, sh
     values = []
     for c in k.coordinates(layout, shape):
         value = b.load(b.gep(smem, [tile.address(b, base, c)], source_etype=lt.I8), typ=loaded)
-        values.append(b.trunc(value, lt.I1) if storage == lt.I1 else value)
+        values.append(lt.from_memory(b, value, storage))
     return values

@@ -62,10 +62,10 @@ def load(k: GPUKernel, op: Any) -> None:
     policy = k.hooks.access_policy(k, op, store=False)
     if not is_tensor(result):
         mask = k.scalar(op.mask) if op.mask is not None else None
-        other = _to_memory(k, k.scalar(op.other), storage) if op.other is not None else zero
+        other = lt.to_memory(k.b, k.scalar(op.other)) if op.other is not None else zero
         address = k.scalar(op.ptr)
         value = k.guarded(mask, lambda: _read(k, address, element, nbytes, policy), other)
-        k.env[result] = _from_memory(k, value, storage)
+        k.env[result] = lt.from_memory(k.b, value, storage)
         return
     layout, shape = k.layout_of(result), shape_of(result)
     pointers = k.tensor(op.ptr, layout).values
@@ -78,14 +78,14 @@ def load(k: GPUKernel, op: Any) -> None:
         first = group[0]
         vtype = ir.VectorType(element, n) if n > 1 else element
         if others is not None:
-            fallback = lt.pack_vector(k.b, [_to_memory(k, others[i], storage) for i in group], vtype)
+            fallback = lt.pack_vector(k.b, [lt.to_memory(k.b, others[i]) for i in group], vtype)
         else:
             fallback = ir.Constant(vtype, None) if n > 1 else zero
         mask = masks[first] if masks is not None else None
         loaded = k.guarded(mask, lambda a=pointers[first], t=vtype: _read(k, a, t, nbytes, policy),
                           fallback)
         parts = [k.b.extract_element(loaded, ir.Constant(lt.I32, j)) for j in range(n)] if n > 1 else [loaded]
-        values.extend(_from_memory(k, p, storage) for p in parts)
+        values.extend(lt.from_memory(k.b, p, storage) for p in parts)
     k.define(result, values)
 
 
@@ -98,7 +98,7 @@ def _store(k: GPUKernel, op: Any) -> None:
     policy = k.hooks.access_policy(k, op, store=True)
     if not is_tensor(op.ptr):
         mask = k.scalar(op.mask) if op.mask is not None else None
-        address, value = k.scalar(op.ptr), _to_memory(k, k.scalar(op.value), storage)
+        address, value = k.scalar(op.ptr), lt.to_memory(k.b, k.scalar(op.value))
         owner = k.is_thread0()
         condition = k.b.and_(owner, mask) if mask is not None else owner
         k.when(condition, lambda: _write(k, address, value, nbytes, policy))
@@ -106,7 +106,7 @@ def _store(k: GPUKernel, op: Any) -> None:
     layout = k.layout_of(op.ptr)
     shape = shape_of(op.ptr)
     pointers = k.tensor(op.ptr, layout).values
-    values = [_to_memory(k, v, storage) for v in k.tensor(op.value, layout).values]
+    values = [lt.to_memory(k.b, v) for v in k.tensor(op.value, layout).values]
     masks = k.tensor(op.mask, layout).values if op.mask is not None else None
     if k.replicated(layout, shape):      # one thread stores each element (as Triton does)
         owners = k.owner(layout, shape)
@@ -138,14 +138,6 @@ def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int, policy
     n = value.type.count if isinstance(value.type, ir.VectorType) else 1
     s = k.b.store(value, _global(k, address))
     s.align = nbytes * n
-
-
-def _to_memory(k: GPUKernel, value: ir.Value, storage: ir.Type) -> ir.Value:
-    return k.b.zext(value, lt.I8) if storage == lt.I1 else value
-
-
-def _from_memory(k: GPUKernel, value: ir.Value, storage: ir.Type) -> ir.Value:
-    return k.b.icmp_unsigned("!=", value, ir.Constant(lt.I8, 0)) if storage == lt.I1 else value
 
 
 def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:

@@ -20,18 +20,6 @@ from naiad.backends.cpu.lowering.tiles import Lazy, lane_stride
 from naiad.codegen import elementwise, llvm_types as lt, loops
 
 
-def _to_memory(kernel: Any, value: ir.Value, value_type: Any, lanes: int) -> ir.Value:
-    if lt.scalar(value_type) == lt.I1:
-        return kernel.b.zext(value, lt.vector(lt.I8, lanes))
-    return value
-
-
-def _from_memory(kernel: Any, value: ir.Value, value_type: Any, lanes: int) -> ir.Value:
-    if lt.scalar(value_type) == lt.I1:
-        return kernel.b.icmp_unsigned("!=", value, kernel.ctx(lanes).const(lt.I8, 0))
-    return value
-
-
 def _pointers(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
     return kernel.b.inttoptr(addresses, lt.vector(lt.PTR, lanes))
 
@@ -74,7 +62,7 @@ def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
     ``contiguous``); masked-off lanes take ``passthru`` and touch no memory."""
     value_type = op.results[0].type
     element = lt.memory_type(value_type)
-    passthru = _to_memory(kernel, passthru, value_type, lanes)
+    passthru = lt.to_memory(kernel.b, passthru)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
     vec = lt.vector(element, lanes)
@@ -97,7 +85,7 @@ def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
         fn = lt.intrinsic(kernel.llmod, "masked.gather", [vec, ptrs.type], vec,
                           [ptrs.type, lt.I32, mask.type, vec])
         loaded = b.call(fn, [ptrs, align, mask, passthru])
-    return _from_memory(kernel, loaded, value_type, lanes)
+    return lt.from_memory(kernel.b, loaded, lt.scalar(value_type))
 
 
 def _unless_all_active(kernel: Any, mask: ir.Value, result_type: ir.Type | None,
@@ -144,7 +132,7 @@ def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask
     """Store ``lanes`` elements at ``addresses`` (consecutive ones when ``contiguous``)."""
     value_type = op.value.type
     element = lt.memory_type(value_type)
-    value = _to_memory(kernel, value, value_type, lanes)
+    value = lt.to_memory(kernel.b, value)
     mask = kernel.hooks.check_access(kernel, op, addresses, mask, lanes, element)
     b, align = kernel.b, ir.Constant(lt.I32, lt.byte_size(element))
     if lanes == 1:
