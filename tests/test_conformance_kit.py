@@ -75,6 +75,33 @@ def test_an_unlisted_case_runs_and_passes():
     assert " passed" in done.stdout
 
 
+def test_backends_without_host_memory_get_their_arrays_staged():
+    from naiad.testing.conformance.staging import needs_staging
+
+    class OnDevice:
+        device_types = ("cuda",)
+
+    class Guest:
+        device_types = ("mydev",)
+        guest_device_types = ("cpu",)
+
+    class Host:
+        device_types = ("cpu",)
+
+    assert [needs_staging(d) for d in (OnDevice, Guest, Host)] == [True, False, False]
+
+
+def test_staged_launches_give_the_cases_their_results():
+    """Staging forced on the cpu backend: every array goes to a torch tensor (a copy) and its
+    contents come back, as they would from a GPU; the cases read them from their arrays."""
+    code = ("import sys\nfrom naiad.testing import conformance\n"
+            "sys.exit(conformance.run('cpu', ['-q', '-p', 'no:randomly', '-k', 'memory or reductions']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          env=subprocess_env(NAIAD_CONFORMANCE_STAGE="1"), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
 def test_an_unknown_backend_is_a_clear_error(capsys):
     assert cli.main(["conformance", "--backend", "no_such_backend"]) == 1
     assert "naiad conformance: no backend named 'no_such_backend' -- fix: see `naiad backends`" in \

@@ -2,9 +2,10 @@
 
 The modules here (``test_*.py``) are differential tests against numpy -- arithmetic over every
 dtype, reductions and scans, loads and stores with masks, control flow, dots, atomics, random
-numbers, tuples, edge sizes -- written once for any backend that runs kernels on host arrays
-(numpy arrays, torch CPU tensors).  They launch kernels the ordinary way, so the backend is the
-one selected by name: `run` sets ``NAIAD_DEFAULT_BACKEND``.
+numbers, tuples, edge sizes -- written once, on host arrays (numpy).  They launch kernels the
+ordinary way, so the backend is the one selected by name: `run` sets ``NAIAD_DEFAULT_BACKEND``;
+a backend whose kernels take only device memory gets the arrays staged through its device
+(`naiad.testing.conformance.staging`).
 
 A backend states what it cannot do yet in its compiler class's
 ``conformance_expected_failures`` (`naiad.backends.compiler.BaseBackend`): test-id patterns

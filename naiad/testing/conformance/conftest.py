@@ -10,6 +10,7 @@ import pytest
 from naiad import knobs
 from naiad.testing.conformance import BACKEND_VARIABLE
 from naiad.testing.conformance.expected import backend_list, mark
+from naiad.testing.conformance.staging import Staged, needs_staging
 
 
 def _backend() -> str:
@@ -29,6 +30,24 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         raise pytest.UsageError(f"naiad conformance: backend {_backend()!r} lists expected "
                                 f"failures that name no case: {', '.join(stale)} -- fix: remove "
                                 f"them from its conformance_expected_failures")
+
+
+@pytest.fixture(autouse=True)
+def _staged_launches(monkeypatch):
+    """On a backend whose kernels take no host arrays, every ``kernel[grid]`` of the suite
+    stages its arrays through the device (`staging`)."""
+    from naiad.backends.discovery import registry
+    from naiad.backends.selection import driver_for
+    from naiad.runtime.jit import JITFunction
+
+    backend = registry[_backend()]
+    if not needs_staging(backend.driver):
+        yield
+        return
+    device = driver_for(backend).get_active_torch_device()
+    launch = JITFunction.__getitem__
+    monkeypatch.setattr(JITFunction, "__getitem__", lambda fn, grid: Staged(launch(fn, grid), device))
+    yield
 
 
 @pytest.fixture(autouse=True)
