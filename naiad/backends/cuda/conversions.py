@@ -15,22 +15,18 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import Float8E4M3FNType, Float8E5M2Type
 
+from naiad.backends.cuda.ptx_asm import asm
 from naiad.codegen import llvm_types as lt
 
 #: The fp8 formats sm_89's conversions take, by their PTX name.
 _FP8_NAMES = {Float8E4M3FNType: "e4m3", Float8E5M2Type: "e5m2"}
 
 
-def _one(ctx: Any, text: str, result: ir.Type, constraints: str, args: list[ir.Value]) -> ir.Value:
-    asm = ir.InlineAsm(ir.FunctionType(result, [a.type for a in args]), text, constraints)
-    return ctx.b.call(asm, args)
-
-
 def f32_to_bf16(ctx: Any, arch: int, value: ir.Value) -> ir.Value | None:
     """bf16 bits (``i16``) of one fp32, rounded to nearest even: ``cvt.rn.bf16.f32`` (sm_80)."""
     if arch < 80 or ctx.lanes != 1:
         return None
-    return _one(ctx, "cvt.rn.bf16.f32 $0, $1;", lt.I16, "=h,f", [value])
+    return asm(ctx.b, "cvt.rn.bf16.f32 $0, $1;", [lt.I16], [value], effects=False)
 
 
 def f32_to_fp8(ctx: Any, arch: int, value: ir.Value, fp8_type: Any, rounding: str) -> ir.Value | None:
@@ -39,7 +35,7 @@ def f32_to_fp8(ctx: Any, arch: int, value: ir.Value, fp8_type: Any, rounding: st
     name = _FP8_NAMES.get(type(fp8_type))
     if arch < 89 or ctx.lanes != 1 or name is None or rounding != "rtne":
         return None
-    pair = _one(ctx, f"cvt.rn.satfinite.{name}x2.f32 $0, $1, $1;", lt.I16, "=h,f", [value])
+    pair = asm(ctx.b, f"cvt.rn.satfinite.{name}x2.f32 $0, $1, $1;", [lt.I16], [value], effects=False)
     return ctx.b.trunc(pair, lt.I8)
 
 
@@ -50,5 +46,5 @@ def fp8_to_f32(ctx: Any, arch: int, bits: ir.Value, fp8_type: Any) -> ir.Value |
     if arch < 89 or ctx.lanes != 1 or name is None:
         return None
     b = ctx.b
-    pair = _one(ctx, f"cvt.rn.f16x2.{name}x2 $0, $1;", lt.I32, "=r,h", [b.zext(bits, lt.I16)])
+    pair = asm(b, f"cvt.rn.f16x2.{name}x2 $0, $1;", [lt.I32], [b.zext(bits, lt.I16)], effects=False)
     return b.fpext(b.bitcast(b.trunc(pair, lt.I16), lt.F16), lt.F32)
