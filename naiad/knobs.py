@@ -325,7 +325,7 @@ CORE_GROUPS = frozenset(groups)
 
 
 def register_backend_group(backend: str, group: KnobGroup) -> None:
-    """Make backend ``backend``'s knob group (`naiad.backends.compiler.BaseBackend.knobs`)
+    """Make backend ``backend``'s knob group (`naiad.backends.compiler.BaseBackend.knob_group`)
     ``naiad.knobs.<backend>``; discovery calls this when the backend loads."""
     if backend in CORE_GROUPS:
         raise KnobError(f"backend {backend!r} cannot declare knobs: naiad.knobs.{backend} is the "

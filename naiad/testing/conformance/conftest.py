@@ -52,6 +52,8 @@ def _staged_launches(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _fresh_knobs():
+    """Every override a case made is dropped, in the groups of backends it loaded too (which
+    `naiad.knobs.scope` taken before the case would not know)."""
     yield
     for group in knobs.groups.values():
         group.reset()
