@@ -10,6 +10,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.backends.cuda import conversions, memory_ptx
+from naiad.backends.cuda.ptx_asm import asm
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import NAIAD_FUNCTIONS, c_base_name
@@ -30,9 +31,7 @@ _APPROXIMATE = {"div": "div.full.f32", "sqrt": "sqrt.approx.f32", "rsqrt": "rsqr
 def _ptx(ctx: Any, instruction: str, args: list[ir.Value]) -> ir.Value:
     """One fp32 PTX instruction on ``args`` (inline assembly: LLVM has no intrinsic for them)."""
     operands = ", ".join(f"${i + 1}" for i in range(len(args)))
-    asm = ir.InlineAsm(ir.FunctionType(lt.F32, [lt.F32] * len(args)), f"{instruction} $0, {operands};",
-                       "=f" + ",f" * len(args))
-    return ctx.b.call(asm, args)
+    return asm(ctx.b, f"{instruction} $0, {operands};", [lt.F32], args, effects=False)
 
 
 def _exp(ctx: Any, args: list[ir.Value]) -> ir.Value:
