@@ -44,6 +44,8 @@ def _staged_launches(monkeypatch):
     if not needs_staging(backend.driver):
         yield
         return
+    import torch    # noqa: F401  (staging copies through torch; a driver names its torch device once it is loaded)
+
     device = driver_for(backend).get_active_torch_device()
     launch = JITFunction.__getitem__
     monkeypatch.setattr(JITFunction, "__getitem__", lambda fn, grid: Staged(launch(fn, grid), device))

@@ -155,3 +155,29 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, name: str, rtol=None,
     np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
                                rtol=default if rtol is None else rtol,
                                atol=default if atol is None else atol, equal_nan=True)
+
+
+#: The relative error of one product whose fp32 factors were rounded to tf32 (10 stored mantissa
+#: bits each): Triton's default ``input_precision`` for fp32 dots on NVIDIA GPUs allows it.
+TF32_PRODUCT_ERROR = 2.0 ** -10
+
+
+def assert_dot_close(actual, expected, a, b, rtol=1e-4, atol=1e-4, product_error=None) -> None:
+    """``actual`` (a kernel's ``tl.dot(a, b)`` plus whatever ``expected`` adds) against
+    ``expected`` in float64.  Each element may also be off by ``product_error`` times its
+    ``|a| @ |b|`` -- by default `TF32_PRODUCT_ERROR` when an operand is fp32 (the dot may run in
+    tf32), else nothing: the bound follows the element's own magnitudes (cancellation in a long
+    sum leaves small results with large errors), so a wrong element still fails."""
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if product_error is None:
+        product_error = TF32_PRODUCT_ERROR if np.float32 in (a.dtype, b.dtype) else 0.0
+    bound = atol + rtol * np.abs(expected)
+    if product_error:
+        bound = bound + product_error * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    error = np.abs(actual - expected)
+    wrong = ~(error <= bound)
+    if wrong.any():
+        first = tuple(int(i) for i in np.argwhere(wrong)[0])
+        raise AssertionError(f"{int(wrong.sum())} of {wrong.size} elements off; first at {first}: "
+                             f"{actual[first]!r} (actual), {expected[first]!r} (expected), "
+                             f"allowed error {bound[first]:.3g}")

@@ -9,6 +9,8 @@ import pytest
 import naiad
 import naiad.language as tl
 
+from .reference import assert_dot_close
+
 
 
 @naiad.jit
@@ -265,8 +267,8 @@ def test_a_branch_not_taken_leaves_later_uses_right(take):
     a, b = [rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2)]
     out = np.zeros((2, 16, 16), np.float32)
     _dot_in_a_branch[(1,)](a, b, out, take)
-    np.testing.assert_allclose(out[0], 2 * (a @ b) + 1, rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(out[1], take * (a @ b + 1), rtol=1e-5, atol=1e-4)
+    assert_dot_close(out[0], 2 * (a.astype(np.float64) @ b) + 1, a, 2 * b, rtol=1e-5)
+    assert_dot_close(out[1], take * (a.astype(np.float64) @ b + 1), a, take * b, rtol=1e-5)
 
 
 @naiad.jit

@@ -9,7 +9,7 @@ import pytest
 import naiad
 import naiad.language as tl
 
-from .reference import bf16_round, empty, from_kernel, to_kernel
+from .reference import assert_dot_close, bf16_round, empty, from_kernel, to_kernel
 
 
 
@@ -55,7 +55,34 @@ def test_dot(name, m, n, k):
     if name == "int8":
         np.testing.assert_array_equal(out, expected.astype(np.int64).astype(np.int32))
     else:
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * k)
+        assert_dot_close(out, expected, a, b, rtol=1e-4, atol=1e-4 * k)
+
+
+@naiad.jit
+def precision_kernel(a, b, out, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    rm = tl.arange(0, M)[:, None]
+    rn = tl.arange(0, N)[None, :]
+    rk = tl.arange(0, K)
+    x = tl.load(a + rm * K + rk[None, :])
+    y = tl.load(b + rk[:, None] * N + rn)
+    tl.store(out + rm * N + rn, tl.dot(x, y, input_precision=PRECISION))
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32", "tf32x3"])
+def test_fp32_dot_input_precisions(precision):
+    """"ieee" is fp32 on every backend (float32 rounding of float64's result); "tf32" may round
+    the inputs to tf32; "tf32x3" recovers about fp32 from three tf32 products."""
+    rng = np.random.default_rng(13)
+    m, n, k = 64, 32, 64
+    a, b = rng.normal(size=(m, k)).astype(np.float32), rng.normal(size=(k, n)).astype(np.float32)
+    out = np.zeros((m, n), np.float32)
+    precision_kernel[(1,)](a, b, out, M=m, N=n, K=k, PRECISION=precision)
+    expected = a.astype(np.float64) @ b
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b)
+    allowed = {"ieee": 2.0 ** -17, "tf32": 2.0 ** -10, "tf32x3": 2.0 ** -17}[precision]
+    error = np.abs(out - expected) / magnitude
+    assert error.max() <= allowed, (precision, error.max())
 
 
 @pytest.mark.parametrize("name,out_name", [("float16", "float16"), ("float64", "float64")])
@@ -100,7 +127,7 @@ def test_tiled_matmul_with_masks(shape, blocks):
     a = rng.normal(size=(m, k)).astype(np.float32)
     b = rng.normal(size=(k, n)).astype(np.float32)
     c = matmul(a, b, *blocks)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+    assert_dot_close(c, a.astype(np.float64) @ b.astype(np.float64), a, b)
 
 
 @naiad.jit
@@ -126,5 +153,5 @@ def test_dot_accumulating_in_a_loop():
     out, gram = np.zeros((m, n), np.float32), np.zeros((m, m), np.float32)
     loop_kernel[(1,)](a, b, out, gram, k, M=m, N=n, BK=32)
     expected = a.astype(np.float64) @ b
-    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(gram, expected @ expected.T, rtol=1e-4, atol=1e-2)
+    assert_dot_close(out, expected, a, b)
+    assert_dot_close(gram, expected @ expected.T, out, out.T, atol=1e-2)

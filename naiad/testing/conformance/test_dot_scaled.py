@@ -99,13 +99,19 @@ def scale_values(s: np.ndarray, k: int) -> np.ndarray:
     return np.repeat(values, k // s.shape[-1], axis=-1)
 
 
-def reference(a, sa, fa, b, sb, fb, acc=None, a_k_pack=True, b_k_pack=True) -> np.ndarray:
+def operands(a, sa, fa, b, sb, fb, a_k_pack=True, b_k_pack=True) -> tuple[np.ndarray, np.ndarray]:
+    """The values (float64) that ``tl.dot_scaled`` multiplies: decoded and scaled."""
     x = decode(a, fa, 1 if a_k_pack else 0)
     y = decode(b, fb, 0 if b_k_pack else 1)
     if sa is not None:
         x = x * scale_values(sa, x.shape[1])
     if sb is not None:
         y = y * scale_values(sb, y.shape[0]).T
+    return x, y
+
+
+def reference(a, sa, fa, b, sb, fb, acc=None, a_k_pack=True, b_k_pack=True) -> np.ndarray:
+    x, y = operands(a, sa, fa, b, sb, fb, a_k_pack, b_k_pack)
     with np.errstate(invalid="ignore"):
         return x @ y + (0.0 if acc is None else acc)
 
