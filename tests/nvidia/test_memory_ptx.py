@@ -236,6 +236,22 @@ def test_cache_modified_access_widths(dtype, aligned):
     _check_binary(kernel)
 
 
+@needs_ptxas
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "i8", "fp64", "i1"])
+@pytest.mark.parametrize("store_cache", ["", ".cs"])
+def test_masked_stores_are_predicated_instructions(dtype, store_cache):
+    """A masked store is one ``@p st.global`` (Triton's form), with or without a cache
+    modifier: no branch around each store, which ptxas would keep (a branch and a convergence
+    barrier per vector); an unmasked one is a plain store."""
+    for masked in (False, True):
+        kernel = _copy(dtype, store_cache=store_cache, masked=masked, block=2048)
+        stores = [line.strip() for line in kernel.asm["ptx"].splitlines() if "st.global" in line]
+        assert stores and all(line.startswith("@") == masked for line in stores), stores
+        if masked:
+            assert "bra" not in kernel.asm["ptx"].split("ld.global")[-1]
+        _check_binary(kernel)
+
+
 # == tl.multiple_of / tl.max_contiguous ============================================================
 @naiad.jit
 def hinted_copy_kernel(dst_ptr, src_ptr, off_ptr, n, BLOCK: tl.constexpr, HINT: tl.constexpr):

@@ -51,14 +51,20 @@ class _Ints:
         return self._v(a) << self._v(b)
 
 
-def _thread_coordinates(layout: L.Blocked, shape, lane: int, warp: int) -> list[tuple[int, int]]:
-    """The coordinates of a thread's elements in a blocked layout (as the GPU lowering gives
-    them: the thread's base along each dimension plus the element's offset, wrapped)."""
+def _thread_part(layout: L.Blocked, lane: int, warp: int) -> list[int]:
+    """The thread's own part of its coordinates in a blocked layout (its first element's)."""
     base = [0, 0]
     for d in layout.order:
         lane_d, lane = lane % layout.threads_per_warp[d], lane // layout.threads_per_warp[d]
         warp_d, warp = warp % layout.warps_per_cta[d], warp // layout.warps_per_cta[d]
         base[d] = (warp_d * layout.threads_per_warp[d] + lane_d) * layout.size_per_thread[d]
+    return base
+
+
+def _thread_coordinates(layout: L.Blocked, shape, lane: int, warp: int) -> list[tuple[int, int]]:
+    """The coordinates of a thread's elements in a blocked layout (as the GPU lowering gives
+    them: the thread's base along each dimension plus the element's offset, wrapped)."""
+    base = _thread_part(layout, lane, warp)
     coords = []
     for element in L.elements(layout, shape):
         offsets = L.constant_offsets(layout, shape, element)
@@ -142,3 +148,24 @@ def test_ldmatrix_reads_padded_tiles_without_conflicts(shape, element, operand, 
                 coords[1 - inner], coords[inner] = row, (column + 16 // element * (lane // 8)) % shape[inner]
                 addresses.append(tile.address(b, 0, coords))
             assert _conflict_free(addresses), (first, column, addresses)
+
+
+
+@pytest.mark.parametrize("shape, element, operand, along", OPERANDS,
+                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}-along{a}" for s, e, o, a in OPERANDS])
+@pytest.mark.parametrize("padded", [False, True])
+def test_addresses_from_split_coordinates_equal_one_address_each(shape, element, operand, along, padded):
+    """`addresses` (the thread's part once, each element's constant part an immediate where the
+    swizzle allows) gives every thread's every element the byte `address` gives it."""
+    layout = _copy_layout(shape, element, along)
+    mlir_type = TensorType(_TYPES[element], shape)
+    tile = (padded_tile(layout, shape, mlir_type, 1 - operand, element == 2) if padded
+            else swizzled_tile(layout, shape, mlir_type, 1 - operand, element == 2))
+    constants = [L.constant_offsets(layout, shape, e) for e in L.elements(layout, shape)]
+    b = _Ints()
+    base = 3 * 1024
+    for warp in range(4):
+        for lane in range(32):
+            thread = _thread_part(layout, lane, warp)
+            expected = [tile.address(b, base, list(c)) for c in _thread_coordinates(layout, shape, lane, warp)]
+            assert tile.addresses(b, base, thread, constants) == expected, (warp, lane)

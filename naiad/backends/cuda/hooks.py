@@ -145,8 +145,8 @@ class NVPTXHooks(GPUHooks):
         return memory_ptx.load_with_policy(k, policy, address, vtype, nbytes)
 
     def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
-                          nbytes: int) -> None:
-        memory_ptx.store_with_policy(k, policy, address, value, nbytes)
+                          nbytes: int, mask: ir.Value | None) -> None:
+        memory_ptx.store_with_policy(k, policy, address, value, nbytes, mask)
 
     def atomic_rmw(self, k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:
         return memory_ptx.atomic_rmw(k, op, address, value)

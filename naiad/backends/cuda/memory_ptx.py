@@ -34,14 +34,17 @@ def access_policy(k: Any, op: Any, store: bool) -> tuple[str, list[ir.Value]] | 
     """The PTX qualifiers of ``op``'s cache modifier and eviction policy, with the L2 policy
     operand an eviction policy needs (Triton's: ``L1::evict_*`` plus a ``createpolicy`` of the
     same priority for L2); None for a plain access.  PTX takes an L1 eviction priority only
-    without a cache modifier: with both, the policy reaches L2 alone."""
+    without a cache modifier: with both, the policy reaches L2 alone.  A masked store is never
+    plain: it becomes one predicated ``st.global`` (as in Triton) instead of a branch around
+    each store, which ptxas keeps (a branch and a convergence barrier per vector in a matmul's
+    epilogue)."""
     caches = _STORE_CACHE if store else _LOAD_CACHE
     cache = op.cache.data.value
     cache = cache if cache in caches else None
     evict = op.evict.data.value
     evict = None if evict == "evict_normal" else evict
     if cache is None and evict is None:
-        return None
+        return ("", []) if store and op.mask is not None else None
     text = f".{cache}" if cache else f".L1::{evict}"
     if evict is None:
         return text, []
@@ -85,8 +88,8 @@ def load_with_policy(k: Any, qualifiers: tuple[str, list[ir.Value]], address: ir
 
 
 def store_with_policy(k: Any, qualifiers: tuple[str, list[ir.Value]], address: ir.Value,
-                      value: ir.Value, nbytes: int) -> None:
-    """``st.global`` with the qualifiers of `access_policy`."""
+                      value: ir.Value, nbytes: int, mask: ir.Value | None) -> None:
+    """``st.global`` with the qualifiers of `access_policy`, predicated on ``mask``."""
     n = value.type.count if isinstance(value.type, ir.VectorType) else 1
     text, policy = qualifiers
     count, bits = _words(nbytes, n)
@@ -97,8 +100,9 @@ def store_with_policy(k: Any, qualifiers: tuple[str, list[ir.Value]], address: i
     words = [k.b.zext(w, lt.I16) if bits < 16 else w for w in words]
     vec = f".v{count}" if count > 1 else ""
     hint = f", ${count + 1}" if policy else ""
-    asm(k.b, f"st.global{text}{vec}.b{bits} [$0], {_operands(1, count)}{hint};", [],
-        [address, *words, *policy])
+    guard = f"@${count + 1 + len(policy)} " if mask is not None else ""
+    asm(k.b, f"{guard}st.global{text}{vec}.b{bits} [$0], {_operands(1, count)}{hint};", [],
+        [address, *words, *policy, *([mask] if mask is not None else [])])
 
 
 def atomic_rmw(k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:

@@ -83,6 +83,12 @@ class SwizzledTile(_Tile):
         """Bytes between two atoms along the inner dimension (the descriptor's leading offset)."""
         return self.outer_size * self.width
 
+    @property
+    def phase_bytes(self) -> int:
+        """The bytes of one swizzle pattern (8 rows of ``width``): the swizzle reads and changes
+        only the address bits below them."""
+        return 8 * self.width
+
     def plain(self, b: ir.IRBuilder, outer: ir.Value, inner: ir.Value) -> ir.Value:
         """The byte offset (in the tile, before the swizzle) of element (outer, inner)."""
         byte = b.mul(inner, _const(self.element_bytes))
@@ -90,11 +96,37 @@ class SwizzledTile(_Tile):
         within = b.urem(byte, _const(self.width))
         return b.add(b.add(b.mul(atom, _const(self.atom_bytes)), b.mul(outer, _const(self.width))), within)
 
+    def _plain_of(self, coords: tuple[int, ...]) -> int:
+        """`plain` of constant coordinates."""
+        byte = coords[self.inner] * self.element_bytes
+        return byte // self.width * self.atom_bytes + coords[1 - self.inner] * self.width + byte % self.width
+
+    def _swizzled(self, b: ir.IRBuilder, plain: ir.Value) -> ir.Value:
+        phase = b.and_(b.lshr(plain, _const(7)), _const(self.width // 16 - 1))
+        return b.xor(plain, b.shl(phase, _const(4)))
+
     def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
         """The byte (of shared memory) of the element at tensor coordinates ``coords``."""
-        plain = self.plain(b, coords[1 - self.inner], coords[self.inner])
-        phase = b.and_(b.lshr(plain, _const(7)), _const(self.width // 16 - 1))
-        return b.add(base, b.xor(plain, b.shl(phase, _const(4))))
+        return b.add(base, self._swizzled(b, self.plain(b, coords[1 - self.inner], coords[self.inner])))
+
+    def addresses(self, b: ir.IRBuilder, base: ir.Value, thread: list[ir.Value],
+                  constants: list[tuple[int, ...]]) -> list[ir.Value]:
+        """`address` of the coordinates ``thread`` + ``c`` for each of ``constants``, where
+        the two parts share no bit (`GPUKernel.split_coordinates`: ``plain`` of the sum is then
+        the sum of the parts' ``plain``).  Adding a multiple of `phase_bytes` commutes with the
+        swizzle, so the elements whose constant parts agree below it share one swizzled
+        offset and the rest is an immediate: one register for a thread's copies of rows 8
+        apart, where LLVM, which cannot see through the XOR, would keep one for each."""
+        thread_plain = self.plain(b, thread[1 - self.inner], thread[self.inner])
+        swizzled: dict[int, ir.Value] = {}
+        result = []
+        for c in constants:
+            plain = self._plain_of(c)
+            low = plain % self.phase_bytes
+            if low not in swizzled:
+                swizzled[low] = b.add(base, self._swizzled(b, b.add(thread_plain, _const(low))))
+            result.append(b.add(swizzled[low], _const(plain - low)) if plain != low else swizzled[low])
+        return result
 
     def block_start(self, b: ir.IRBuilder, base: ir.Value, index: ir.Value, depth: int) -> ir.Value:
         """The byte (unswizzled: a descriptor's start) where one instruction's block begins: M
@@ -123,6 +155,28 @@ class PaddedTile(_Tile):
         """The byte (of shared memory) of the element at tensor coordinates ``coords``."""
         row, inner = coords[1 - self.inner], coords[self.inner]
         return b.add(base, b.add(b.mul(row, _const(self.row_bytes)), b.mul(inner, _const(self.element_bytes))))
+
+    def addresses(self, b: ir.IRBuilder, base: ir.Value, thread: list[ir.Value],
+                  constants: list[tuple[int, ...]]) -> list[ir.Value]:
+        """`address` of ``thread`` + ``c`` for each of ``constants``: the thread's address
+        plus an immediate each (the geometry is linear)."""
+        start = self.address(b, base, thread)
+        return [b.add(start, _const(c[1 - self.inner] * self.row_bytes + c[self.inner] * self.element_bytes))
+                for c in constants]
+
+
+def element_addresses(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout, shape: tuple[int, int],
+                      elements: range | list[int]) -> list[ir.Value]:
+    """The shared-memory byte in ``tile`` at ``base`` of each of ``elements`` (indices among a
+    thread's elements of ``layout``): from the thread's part of the coordinates plus each
+    element's constant part where the layout splits so (`SwizzledTile.addresses`), else one
+    address computation each."""
+    split = k.split_coordinates(layout, shape)
+    if split is None:
+        coords = k.coordinates(layout, shape)
+        return [tile.address(k.b, base, coords[e]) for e in elements]
+    thread, constants = split
+    return tile.addresses(k.b, base, thread, [constants[e] for e in elements])
 
 
 def padded_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
@@ -158,10 +212,11 @@ def store_registers(k: GPUKernel, dist: Dist, tile: Any, base: ir.Value) -> None
     b = k.b
     run = L.run_length(dist.layout, dist.shape, tile.inner)
     vector = max(1, min(run, 16 // tile.element_bytes))
-    coords = k.coordinates(dist.layout, dist.shape)
+    starts = range(0, len(dist.values), vector)
+    addresses = element_addresses(k, tile, base, dist.layout, dist.shape, starts)
     smem = k.hooks.shared_base(b)
-    for start in range(0, len(dist.values), vector):
-        pointer = b.gep(smem, [tile.address(b, base, coords[start])], source_etype=lt.I8)
+    for start, address in zip(starts, addresses):
+        pointer = b.gep(smem, [address], source_etype=lt.I8)
         values = [lt.to_memory(b, v) for v in dist.values[start:start + vector]]
         if vector == 1:
             b.store(values[0], pointer)
@@ -183,10 +238,11 @@ def copy_global(k: GPUKernel, pointers: list[ir.Value], masks: list[ir.Value] | 
     b = k.b
     nbytes = vector * tile.element_bytes
     kind = "cg" if nbytes == 16 else "ca"
-    coords = k.coordinates(layout, shape)
+    starts = range(0, len(pointers), vector)
+    offsets = element_addresses(k, tile, base, layout, shape, starts)
     smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
-    for start in range(0, len(pointers), vector):
-        address = b.add(smem, tile.address(b, base, coords[start]))
+    for start, offset in zip(starts, offsets):
+        address = b.add(smem, offset)
         if masks is None:
             asm(b, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes};", [], [address, pointers[start]])
         else:
@@ -202,7 +258,7 @@ def read_registers(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout, sh
     smem = k.hooks.shared_base(b)
     loaded = lt.I8 if storage == lt.I1 else storage
     values = []
-    for c in k.coordinates(layout, shape):
-        value = b.load(b.gep(smem, [tile.address(b, base, c)], source_etype=lt.I8), typ=loaded)
+    for address in element_addresses(k, tile, base, layout, shape, range(L.element_count(layout, shape))):
+        value = b.load(b.gep(smem, [address], source_etype=lt.I8), typ=loaded)
         values.append(lt.from_memory(b, value, storage))
     return values

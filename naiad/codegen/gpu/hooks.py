@@ -208,8 +208,9 @@ class GPUHooks(TargetHooks):
         raise self._missing("load_with_policy")
 
     def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
-                          nbytes: int) -> None:
-        """One store of ``value`` at the i64 ``address`` under ``policy``."""
+                          nbytes: int, mask: ir.Value | None) -> None:
+        """One store of ``value`` at the i64 ``address`` under ``policy``, where the i1
+        ``mask`` holds (always, when None)."""
         raise self._missing("store_with_policy")
 
     def atomic_rmw(self, k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:

@@ -101,7 +101,7 @@ def _store(k: GPUKernel, op: Any) -> None:
         address, value = k.scalar(op.ptr), lt.to_memory(k.b, k.scalar(op.value))
         owner = k.is_thread0()
         condition = k.b.and_(owner, mask) if mask is not None else owner
-        k.when(condition, lambda: _write(k, address, value, nbytes, policy))
+        _write(k, address, value, nbytes, policy, condition)
         return
     layout = k.layout_of(op.ptr)
     shape = shape_of(op.ptr)
@@ -116,8 +116,7 @@ def _store(k: GPUKernel, op: Any) -> None:
         n = len(group)
         first = group[0]
         packed = lt.pack_vector(k.b, [values[i] for i in group], ir.VectorType(element, n) if n > 1 else element)
-        k.when(masks[first] if masks is not None else None,
-              lambda a=pointers[first], v=packed: _write(k, a, v, nbytes, policy))
+        _write(k, pointers[first], packed, nbytes, policy, masks[first] if masks is not None else None)
 
 
 def _read(k: GPUKernel, address: ir.Value, vtype: ir.Type, nbytes: int, policy: Any) -> ir.Value:
@@ -130,14 +129,20 @@ def _read(k: GPUKernel, address: ir.Value, vtype: ir.Type, nbytes: int, policy: 
     return v
 
 
-def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int, policy: Any) -> None:
-    """One store of ``value`` (an element or a vector of them) at ``address``."""
+def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int, policy: Any,
+           mask: ir.Value | None) -> None:
+    """One store of ``value`` (an element or a vector of them) at ``address`` where ``mask``
+    holds (always, when None): the target's own store under a policy (a predicated
+    instruction, where it has them), else a branch around LLVM's store."""
     if policy is not None:
-        k.hooks.store_with_policy(k, policy, address, value, nbytes)
+        k.hooks.store_with_policy(k, policy, address, value, nbytes, mask)
         return
     n = value.type.count if isinstance(value.type, ir.VectorType) else 1
-    s = k.b.store(value, _global(k, address))
-    s.align = nbytes * n
+
+    def store() -> None:
+        s = k.b.store(value, _global(k, address))
+        s.align = nbytes * n
+    k.when(mask, store)
 
 
 def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:
