@@ -3,9 +3,10 @@
 Naiad has no native microscaled matrix instruction on any backend, so this is the software
 emulation Triton itself uses where the hardware lacks one: each operand is decoded to fp32,
 multiplied by its block scales, and an ordinary ``tl.dot`` with an fp32 accumulator takes the
-product -- of bf16 operands, exact for every format but fp16 (`BF16_EXACT`), or else of fp32
-operands at "ieee" precision.  Every step is an existing language operation, so every backend
-runs it with no new lowering rule.
+product of the scaled operands rounded to a 16-bit type (`compute_type`): bf16, exact for every
+format but fp16, or fp16 where an operand is fp16 -- Triton's own compute types, so the results
+are Triton's and GPUs run the dot on tensor cores.  Every step is an existing language
+operation, so every backend runs it with no new lowering rule.
 
 The encodings, as Triton reads them:
 
@@ -37,11 +38,6 @@ FORMATS = {
     "bf16": (tl.bfloat16, tl.uint16),
     "fp16": (tl.float16, tl.uint16),
 }
-#: Formats whose values times any e8m0 scale are bf16 values (3 or fewer mantissa bits, or bf16
-#: itself; bf16 has fp32's exponent range): their scaled operands are rounded to bf16 exactly and
-#: multiplied by a bf16 dot, which GPUs run on tensor cores (Triton's emulation does the same
-#: on sm_90).  Scaled fp16 values need fp16's 10 mantissa bits: those dots stay in fp32.
-BF16_EXACT = ("e2m1", "e4m3", "e5m2", "bf16")
 GROUP_SIZES = (32, 16)
 _HALF_BITS = 0x3F000000       # 0.5 in fp32: fp4's only subnormal magnitude
 _FP4_REBIAS = (127 - 1) << 23  # fp4's exponent bias is 1, fp32's 127
@@ -73,10 +69,17 @@ def dot_scaled(sem: Any, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rh
                          f"{rhs.shape}) -- fix: an e2m1 block packed along K is half as wide")
     a = _apply_scale(sem, a, lhs_scale, "lhs", fast_math, transposed=False)
     b = _apply_scale(sem, b, rhs_scale, "rhs", fast_math, transposed=True)
-    if lhs_format in BF16_EXACT and rhs_format in BF16_EXACT:
-        a, b = sem.cast(a, tl.bfloat16), sem.cast(b, tl.bfloat16)
-        return sem.dot(a, b, acc, None, None, tl.float32)
-    return sem.dot(a, b, acc, "ieee", None, tl.float32)
+    compute = compute_type(lhs_format, rhs_format)
+    a, b = sem.cast(a, compute), sem.cast(b, compute)
+    return sem.dot(a, b, acc, None, None, tl.float32)
+
+
+def compute_type(lhs_format: str, rhs_format: str) -> Any:
+    """The type both scaled operands are rounded to for the dot, as in Triton's emulation: fp16
+    when either operand is fp16 (a scaled value outside fp16's range becomes infinity or zero
+    there, as in Triton), else bf16 -- exact: e2m1, e4m3 and e5m2 values have 3 or fewer
+    mantissa bits, and bf16 has fp32's exponent range for any e8m0 scale."""
+    return tl.float16 if "fp16" in (lhs_format, rhs_format) else tl.bfloat16
 
 
 def _decode(sem: Any, value: Any, fmt: Any, name: str, pack_axis: int) -> Any:

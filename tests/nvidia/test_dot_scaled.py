@@ -1,6 +1,7 @@
-"""``tl.dot_scaled`` on NVIDIA: operands of the formats that bf16 holds exactly go through a bf16
-tensor-core dot (wgmma on sm_90); fp16 ones stay an fp32 dot.  Checked in the PTX on CI and
-against the numpy decoding of the MX formats (naiad/testing/conformance/test_dot_scaled.py) on the GPU."""
+"""``tl.dot_scaled`` on NVIDIA: the scaled operands go through a 16-bit tensor-core dot (wgmma on
+sm_90): bf16, which holds the MX formats exactly, or fp16 where an operand is fp16, as Triton.
+Checked in the PTX on CI and against the numpy decoding of the MX formats
+(naiad/testing/conformance/test_dot_scaled.py) on the GPU."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ _POINTER = {"e2m1": "*u8", "e4m3": "*u8", "e5m2": "*u8", "bf16": "*u16", "fp16":
 
 
 @pytest.mark.parametrize("fa, fb, scaled", CASES)
-def test_exact_formats_take_a_bf16_tensor_core_dot(fa, fb, scaled):
+def test_scaled_dots_take_a_16_bit_tensor_core_dot(fa, fb, scaled):
+    """bf16 operands (exact for the MX formats), or fp16 where an operand is fp16, as Triton."""
     m, n, k = 64, 64, 64
     (ar, ac), (br, bc) = _shapes(fa, fb, m, n, k)
     signature = {"a_ptr": _POINTER[fa], "sa_ptr": "*u8" if scaled in ("lhs", "both") else "constexpr",
@@ -39,10 +41,9 @@ def test_exact_formats_take_a_bf16_tensor_core_dot(fa, fb, scaled):
         if signature[name] == "constexpr":
             constexprs[name] = None
     ptx = compile_cuda(cpu.scaled_kernel, signature, constexprs).asm["ptx"]
-    on_bf16 = "fp16" not in (fa, fb)
-    assert ("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx) == on_bf16
-    if on_bf16:
-        assert "fma.rn.f32" not in ptx
+    kind = "f16" if "fp16" in (fa, fb) else "bf16"
+    assert f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{kind}.{kind}" in ptx
+    assert "fma.rn.f32" not in ptx
 
 
 @pytest.mark.parametrize("fa, fb, scaled", CASES)

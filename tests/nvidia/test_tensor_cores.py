@@ -301,6 +301,31 @@ def test_masked_copies_zero_fill_through_their_predicate():
     assert not re.search(r"selp\.b32\s+%r\d+, 16, 0,", ptx)
 
 
+@naiad.jit
+def _scalar_loads_in_nested_loops(data, count_ptr):
+    """Upstream's test_nested_while: scalar loads in a while loop inside a for loop."""
+    for _ in range(10):
+        count = tl.load(count_ptr)
+        while count > 0:
+            tl.store(data, tl.load(data) + 1.0)
+            count = count - 2
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_the_pipeliner_passes_over_scalar_loads(stages):
+    """Loops of scalar loads have nothing to pipeline (it once asked a scalar for its shape)."""
+    kernel = compile_cuda(_scalar_loads_in_nested_loops, {"data": "*fp32", "count_ptr": "*i32"},
+                          num_stages=stages)
+    assert "cp.async" not in kernel.asm["ptx"] and "ld.global" in kernel.asm["ptx"]
+
+
+def test_scalar_loads_in_nested_loops_on_the_gpu(gpu):
+    torch = gpu
+    data, count = torch.zeros(1, device="cuda"), torch.tensor([8], dtype=torch.int32, device="cuda")
+    _scalar_loads_in_nested_loops[(1,)](data, count)
+    assert data.item() == 40
+
+
 @pytest.mark.parametrize("dtype, in_flight", [("*fp16", True), ("*fp32", False)])
 def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight):
     """fp16 tiles both come from cp.async rings: the loop waits for the group before; tf32's B,

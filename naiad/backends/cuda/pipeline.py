@@ -35,7 +35,7 @@ from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.ir import arith, tt
 from naiad.ir.ttg import AsyncLoadOp
-from naiad.ir.types import element_type
+from naiad.ir.types import element_type, is_tensor
 from naiad.passes.constants import splat_value
 from naiad.passes.effects import is_pure
 
@@ -88,7 +88,8 @@ def _staged_readers(load: tt.LoadOp, info: dict) -> list[Reader] | None:
     """The tensor-core dots that would read ``load``'s tile, when one tile copied from global
     memory can serve them all (`dot_operands.one_tile_serves`, and `_copyable` for each);
     None otherwise."""
-    if len(load.results[0].type.get_shape()) != 2 or load.isVolatile.value.data or \
+    if not is_tensor(load.results[0].type) or len(load.results[0].type.get_shape()) != 2 or \
+            load.isVolatile.value.data or \
             (load.other is not None and splat_value(load.other) != 0):
         return None
     found = readers(load.results[0])
