@@ -33,17 +33,22 @@ def _load_3d(x, valid, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
 
 
 @naiad.jit
+def _load_tile(x, valid, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, RANK: tl.constexpr):
+    """`_load_3d`'s values, mask and offsets as a rank-RANK tile (its trailing dims)."""
+    v, mask, offs = _load_3d(x, valid, A, B, C)
+    if RANK == 1:
+        v, mask, offs = tl.reshape(v, (C,)), tl.reshape(mask, (C,)), tl.reshape(offs, (C,))
+    elif RANK == 2:
+        v, mask, offs = tl.reshape(v, (B, C)), tl.reshape(mask, (B, C)), tl.reshape(offs, (B, C))
+    return v, mask, offs
+
+
+@naiad.jit
 def reduce_kernel(x, valid, total, biggest, smallest, argmax, argmin, xor, pair_sum, pair_max,
                   centered, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                   RANK: tl.constexpr, AXIS: tl.constexpr, OUT: tl.constexpr, INT: tl.constexpr):
     """Reductions of a rank-RANK tile (the trailing dims of an (A, B, C) load) along AXIS."""
-    v3, m3, offs3 = _load_3d(x, valid, A, B, C)
-    if RANK == 1:
-        v, mask, offs = tl.reshape(v3, (C,)), tl.reshape(m3, (C,)), tl.reshape(offs3, (C,))
-    elif RANK == 2:
-        v, mask, offs = tl.reshape(v3, (B, C)), tl.reshape(m3, (B, C)), tl.reshape(offs3, (B, C))
-    else:
-        v, mask, offs = v3, m3, offs3
+    v, mask, offs = _load_tile(x, valid, A, B, C, RANK)
     if INT:
         low, high = -1000, 1000
     else:
@@ -159,13 +164,7 @@ def _cummax(a, b):
 @naiad.jit
 def scan_kernel(x, valid, csum, cprod, cmax, rsum, rprod, A: tl.constexpr, B: tl.constexpr,
                 C: tl.constexpr, RANK: tl.constexpr, AXIS: tl.constexpr):
-    v3, m3, offs3 = _load_3d(x, valid, A, B, C)
-    if RANK == 1:
-        v, mask, offs = tl.reshape(v3, (C,)), tl.reshape(m3, (C,)), tl.reshape(offs3, (C,))
-    elif RANK == 2:
-        v, mask, offs = tl.reshape(v3, (B, C)), tl.reshape(m3, (B, C)), tl.reshape(offs3, (B, C))
-    else:
-        v, mask, offs = v3, m3, offs3
+    v, mask, offs = _load_tile(x, valid, A, B, C, RANK)
     ones = tl.where(mask, v, 1)
     tl.store(csum + offs, tl.cumsum(v, axis=AXIS))
     tl.store(cprod + offs, tl.cumprod(ones, axis=AXIS))
