@@ -274,6 +274,41 @@ def test_vectorization_hints(hint):
     assert ("st.global.v4.b32" in kernel.asm["ptx"]) == hint
 
 
+# == 1-byte tiles ==================================================================================
+@naiad.jit
+def widen_tile_kernel(dst_ptr, src_ptr, rows, ROWS: tl.constexpr, COLS: tl.constexpr):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, COLS)[None, :]
+    x = tl.load(src_ptr + r * COLS + c, mask=r < rows)
+    tl.store(dst_ptr + r * COLS + c, x.to(tl.float16) * 2 + 1, mask=r < rows)
+
+
+@pytest.mark.parametrize("src", ["i8", "u8", "fp8e4nv", "fp8e5"])
+@pytest.mark.parametrize("rows, cols", [(64, 64), (32, 128), (16, 16)])
+def test_byte_tiles_load_16_bytes_per_thread(src, rows, cols):
+    """A 2-D tile of 1-byte elements that its users widen (to fp16 here; fp8 and int8 dot
+    operands, upstream's test_scaled_dot) still loads 16 bytes per thread in one 128-bit
+    access, as Triton's coalescing gives it, instead of the 8 the fp16 users' layout holds."""
+    kernel = compile_cuda(widen_tile_kernel, {"dst_ptr": "*fp16", "src_ptr": f"*{src}", "rows": "i32"},
+                          {"ROWS": rows, "COLS": cols}, _aligned("dst_ptr", "src_ptr", "rows"))
+    loads = [line.strip() for line in kernel.asm["ptx"].splitlines() if "ld.global" in line]
+    assert loads and all(".v4.b32" in line for line in loads), loads
+    _check_binary(kernel)
+
+
+@pytest.mark.parametrize("src", ["int8", "uint8", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("rows, cols, total", [(64, 64, 200), (32, 128, 32), (16, 16, 7)])
+def test_widened_byte_tiles_on_the_gpu(gpu, src, rows, cols, total):
+    """The same kernel against torch, with rows past the end masked off."""
+    torch = gpu
+    dtype = getattr(torch, src)
+    raw = torch.randint(-100, 100, (total, cols), device="cuda", dtype=torch.int16)
+    x = raw.to(torch.float32).to(dtype) if dtype.is_floating_point else raw.to(dtype)
+    out = torch.full((total, cols), -7.0, device="cuda", dtype=torch.float16)
+    widen_tile_kernel[(naiad.cdiv(total, rows),)](out, x, total, ROWS=rows, COLS=cols)
+    torch.testing.assert_close(out, x.to(torch.float16) * 2 + 1, rtol=0, atol=0)
+
+
 # == tl.atomic_poll ================================================================================
 @naiad.jit
 def poll_kernel(flag_ptr, out_ptr, expected, SEM: tl.constexpr, SCOPE: tl.constexpr):

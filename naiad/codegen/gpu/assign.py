@@ -123,6 +123,8 @@ def anchored_layouts(func: Any, axis: dict[SSAValue, AxisInfo], num_warps: int,
     for op in func.walk():
         if isinstance(op, (tt.LoadOp, tt.StoreOp, AsyncLoadOp)) and _tensor(op.ptr):
             along = _coalesced(op.ptr, None, axis, num_warps, warp_size)
+            if along is None and isinstance(op, tt.LoadOp):
+                along = _byte_load(op.ptr, axis, num_warps, warp_size)
             if along is not None:
                 anchors.setdefault(op.ptr, along)
                 if not isinstance(op, tt.StoreOp):
@@ -183,6 +185,19 @@ def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue
     if current is None and order[0] == len(shape) - 1:
         return None                      # the default layout runs along it
     return L.default_blocked(shape, num_warps, warp_size, _vector(pointers), order)
+
+
+def _byte_load(pointers: SSAValue, axis: dict[SSAValue, AxisInfo], num_warps: int,
+               warp_size: int) -> L.Layout | None:
+    """A 2-D or wider load of 1-byte elements (fp8, int8 operands) consecutive along its last
+    dimension: 16 of them per thread (one 128-bit access, as Triton's coalescing gives it), fixed
+    before its users ask, so that the wider type they convert to (bf16, fp16) takes the load's
+    layout instead of narrowing it to 8 bytes per thread; None for any other load."""
+    info = axis.get(pointers)
+    shape = _shape(pointers)
+    if info is None or len(shape) < 2 or _element_bytes(pointers) != 1 or info.contiguity[-1] < 2:
+        return None
+    return L.default_blocked(shape, num_warps, warp_size, _vector(pointers))
 
 
 def _vector(value: SSAValue) -> int:
