@@ -35,6 +35,7 @@ SUITES = {
                                   "language/test_random.py", "language/test_tuple.py",
                                   "language/test_subprocess.py", "runtime/test_launch.py"]),
     "block_pointer": ("python/test/unit", ["language/test_block_pointer.py"]),
+    "tensor_descriptor": ("python/test/unit", ["language/test_tensor_descriptor.py"]),
     "attention": ("python/tutorials", ["06-fused-attention.py::test_op"]),
 }
 

@@ -24,18 +24,18 @@ from naiad.errors import NaiadError
 from naiad.ir.arith import ARITH
 from naiad.ir.gpu import GPU
 from naiad.ir.tt import TT
-from naiad.ir.ttg import TTG
+from naiad.ir.ttg import TTG, TTNG
 
 class IRParseError(NaiadError, ValueError):
     """IR text that does not parse or does not verify; the message gives the line."""
 
 
 def make_context() -> Context:
-    """A context with builtin, arith (tensor-capable, see above), math, scf, gpu, tt and ttg loaded,
+    """A context with builtin, arith (tensor-capable, see above), math, scf, gpu, tt, ttg and ttng loaded,
     and cf and func registered: TTIR text may hold them, but Naiad's own IR never does, so they
     are imported only when a parsed text uses them (xDSL's cf costs a cold compile ~7 ms)."""
     ctx = Context()
-    for dialect in (Builtin, ARITH, Math, Scf, GPU, TT, TTG):
+    for dialect in (Builtin, ARITH, Math, Scf, GPU, TT, TTG, TTNG):
         ctx.load_dialect(dialect)
     ctx.register_dialect("cf", lambda: importlib.import_module("xdsl.dialects.cf").Cf)
     ctx.register_dialect("func", lambda: importlib.import_module("xdsl.dialects.func").Func)

@@ -5,6 +5,12 @@
 shared-memory buffers and read from there by the dots it feeds, several iterations after it
 was asked for, so that the loads of later iterations overlap the dots of earlier ones.  Its
 meaning, for any other reader, is ``tt.load(ptr, mask, other)``.
+
+``ttng.tensor_map_load`` and ``ttng.tensor_map_store`` move one block through a hardware tensor
+map (NVIDIA's TMA: `naiad.backends.cuda.tensor_maps` makes them of block-pointer accesses
+whose tensor the launch describes).  The map is a kernel parameter held in the parameter
+space (a ``!tt.ptr<i8, 101>`` argument); the offsets are the block's, outermost first, and
+elements outside the tensor read as the map's fill and are not written.
 """
 
 from __future__ import annotations
@@ -12,8 +18,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import I32, IntegerAttr, StringAttr, TensorType, i32
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def,
-                       result_def, traits_def)
-from xdsl.traits import MemoryReadEffect
+                       result_def, traits_def, var_operand_def)
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
 from naiad.ir.tt import BoolLike, PtrLike, loaded_type
@@ -51,4 +57,49 @@ class AsyncLoadOp(IRDLOperation):
                                   f"{loaded_type(self.ptr.type)}")
 
 
+@irdl_op_definition
+class TensorMapLoadOp(IRDLOperation):
+    """The block at ``offsets`` of the tensor that tensor map ``desc`` describes."""
+
+    name = "ttng.tensor_map_load"
+
+    desc = operand_def(PtrLike)
+    offsets = var_operand_def(I32)
+    result = result_def(TensorType)
+
+    traits = traits_def(MemoryReadEffect())
+    assembly_format = "$desc `[` $offsets `]` attr-dict `:` type($desc) `->` type($result)"
+
+    def __init__(self, desc: SSAValue, offsets: list[SSAValue], result_type: TensorType):
+        super().__init__(operands=[desc, offsets], result_types=[result_type])
+
+    def verify_(self) -> None:
+        if len(self.offsets) != len(self.result.type.get_shape()):
+            raise VerifyException(f"ttng.tensor_map_load of a rank-{len(self.result.type.get_shape())} "
+                                  f"block needs one offset per dimension")
+
+
+@irdl_op_definition
+class TensorMapStoreOp(IRDLOperation):
+    """``value`` written as the block at ``offsets`` of the tensor that ``desc`` describes."""
+
+    name = "ttng.tensor_map_store"
+
+    desc = operand_def(PtrLike)
+    offsets = var_operand_def(I32)
+    value = operand_def(TensorType)
+
+    traits = traits_def(MemoryWriteEffect())
+    assembly_format = "$desc `[` $offsets `]` `,` $value attr-dict `:` type($desc) `,` type($value)"
+
+    def __init__(self, desc: SSAValue, offsets: list[SSAValue], value: SSAValue):
+        super().__init__(operands=[desc, offsets, value])
+
+    def verify_(self) -> None:
+        if len(self.offsets) != len(self.value.type.get_shape()):
+            raise VerifyException(f"ttng.tensor_map_store of a rank-{len(self.value.type.get_shape())} "
+                                  f"block needs one offset per dimension")
+
+
 TTG = Dialect("ttg", [AsyncLoadOp])
+TTNG = Dialect("ttng", [TensorMapLoadOp, TensorMapStoreOp])

@@ -99,7 +99,7 @@ class CUDABackend(BaseBackend):
     def add_stages(self, stages: dict, options: CUDAOptions, language: Any) -> None:
         from naiad.codegen.gpu.stages import make_ttir
 
-        stages["ttir"] = lambda module, metadata: make_ttir(module)
+        stages["ttir"] = lambda module, metadata: make_ttir(module, _block_copies(self.target))
         stages["ttgir"] = lambda module, metadata: _make_ttgir(module, options, self.target)
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
         stages["ptx"] = lambda llir, metadata: _make_ptx(llir, metadata, options)
@@ -110,6 +110,15 @@ class CUDABackend(BaseBackend):
 
     def get_target_name(self, options: Any) -> str:
         return f"cuda:{self.target.arch}"
+
+
+def _block_copies(target: GPUTarget) -> Any:
+    """The TMA pass where the GPU has the copy engine (sm_90 on), else None."""
+    if int(target.arch) < 90:
+        return None
+    from naiad.backends.cuda.tensor_maps import use_tensor_maps
+
+    return use_tensor_maps
 
 
 def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
@@ -137,6 +146,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.hooks import NVPTXHooks
     from naiad.backends.cuda.target import link_libdevice, optimize
     from naiad.backends.cuda.tensor_cores import RULES
+    from naiad.backends.cuda.tensor_maps import module_maps
     from naiad.codegen.gpu.stages import make_llir
 
     from naiad.backends.cuda.toolchain import find_ptxas, newest_ptx
@@ -145,6 +155,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     newest = newest_ptx(find_ptxas()) if options.arch >= 90 else None
     hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest,
                        arch=options.arch)
+    metadata["tensor_maps"] = [m.to_json() for m in module_maps(module)]
     llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
     metadata["ptx_version"] = hooks.ptx_version
     return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch, hooks.ptx_version)

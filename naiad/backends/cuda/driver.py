@@ -21,6 +21,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from naiad.backends.compiler import GPUTarget
+from naiad.backends.cuda.tensor_map_encoding import MAP_BYTES as _MAP_BYTES, TensorMap, TensorMapEncoder
 from naiad.backends.driver import DriverBase, StaleLaunch, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
 from naiad.runtime.slots import path_expression, runtime_slots
@@ -108,6 +109,8 @@ class LibCUDA:
     `CUDAError` when it fails, ``cuda.<name>(*args)`` returns the bare CUresult."""
 
     def __init__(self, lib: Any):
+        #: The library itself, for functions that only some drivers have.
+        self.lib = lib
         for name, argtypes in _SIGNATURES.items():
             function = getattr(lib, name)
             function.argtypes, function.restype = argtypes, ctypes.c_int
@@ -601,30 +604,40 @@ class CUDALauncher:
         self.block = 32 * int(metadata["num_warps"])
         self.shared = int(metadata.get("shared", 0))
         self.slots = kernel_slots(signature)
-        n = len(self.slots)
+        maps = [TensorMap.from_json(m) for m in metadata.get("tensor_maps") or ()]
+        #: The tensor maps the kernel takes after its arguments (`tensor_map_encoding`).
+        self.maps = TensorMapEncoder(driver.cuda.lib, self.name, maps) if maps else None
+        n = len(self.slots) + len(maps)
         self.struct = struct.Struct(_CONFIG.format + f"{n}Q"
-                                    + "".join(_slot(ty, self.name) for _, ty, _ in self.slots))
+                                    + "".join(_slot(ty, self.name) for _, ty, _ in self.slots)
+                                    + f"{_MAP_BYTES}s" * len(maps))
         self._launch = driver.cuda.cuLaunchKernelEx
         self.pack = self._build_packer()
 
     def _build_packer(self) -> Callable[[Sequence[Any], int], Any]:
-        n, table = len(self.slots), _CONFIG.size
+        maps = self.maps.maps if self.maps is not None else []
+        n, table = len(self.slots) + len(maps), _CONFIG.size
         parts = ["grid_x, grid_y, grid_z", f"{self.block}, 1, 1, {self.shared}", "stream, 0, 0"]
-        parts += [f"base + {table + 8 * (n + i)}" for i in range(n)]
+        parts += [f"base + {table + 8 * n + 8 * i}" for i in range(len(self.slots))]
+        parts += [f"base + {table + 16 * n - 8 * len(maps) + _MAP_BYTES * j}" for j in range(len(maps))]
+        values = []
         for i, (_, ty, expression) in enumerate(self.slots):
             if ty.startswith("*"):
-                parts.append(f"(v if type(v := {expression}) is int else v.data_ptr() if type(v) "
-                             f"is _Tensor and v.get_device() == device else _pointer(v, device, {i}))")
+                values.append(f"(v if type(v := {expression}) is int else v.data_ptr() if type(v) "
+                              f"is _Tensor and v.get_device() == device else _pointer(v, device, {i}))")
             elif ty == "bf16":
-                parts.append(f"_bf16(float({expression}))")
+                values.append(f"_bf16(float({expression}))")
             else:
-                parts.append(expression)
+                values.append(expression)
+        parts += values + [_map_expression(j, tmap, values) for j, tmap in enumerate(maps)]
         source = ("def pack(args, device, grid_x=1, grid_y=1, grid_z=1, stream=0):\n"
                   "    buffer = _Buffer()\n"
                   "    base = _addressof(buffer)\n"
                   f"    _pack_into(buffer, 0{''.join(', ' + p for p in parts)})\n    return buffer\n")
         torch = sys.modules.get("torch")
-        scope = {"_Buffer": ctypes.c_uint64 * (table // 8 + 2 * n), "_addressof": ctypes.addressof,
+        words = table // 8 + 2 * n - len(maps) + _MAP_BYTES // 8 * len(maps)
+        scope = {"_Buffer": ctypes.c_uint64 * words, "_addressof": ctypes.addressof,
+                 "_map": self.maps.encode if self.maps is not None else None,
                  "_pack_into": self.struct.pack_into, "_pointer": self._pointer, "_bf16": bf16_bits,
                  "_Tensor": torch.Tensor if torch is not None else None}
         exec(compile(source, f"<naiad cuda launcher {self.name}>", "exec"), scope)
@@ -700,6 +713,16 @@ class CUDALauncher:
                 if code:
                     raise self.driver.launch_error(code, self.name, function, grid, block, shared)
         return run
+
+
+def _map_expression(j: int, tmap: TensorMap, values: list[str]) -> str:
+    """The packer's expression for map ``j``'s bytes, from the slot values it is encoded from."""
+    def read(part: tuple[str, int]) -> str:
+        kind, value = part
+        return values[value] if kind == "arg" else str(value)
+    shape = "".join(read(p) + ", " for p in tmap.shape)
+    strides = "".join(read(p) + ", " for p in tmap.strides)
+    return f"_map({j}, {values[tmap.base]}, ({shape}), ({strides}))"
 
 
 def _locate(value: Any, driver: CUDADriver) -> tuple[int | None, int | str | None]:

@@ -11,12 +11,28 @@ import llvmlite.ir as ir
 
 from naiad.backends.cuda import conversions, memory_ptx
 from naiad.backends.cuda.ptx_asm import asm
+from naiad.backends.cuda.tensor_map_encoding import MAP_ALIGN, MAP_BYTES
+from naiad.backends.cuda.tensor_maps import PARAM_SPACE
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import NAIAD_FUNCTIONS, c_base_name
+from naiad.ir.types import PointerType
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+
+class _ByValue(ir.PointerType):
+    """The (opaque) pointer type of a parameter passed by value: llvmlite prints ``byval``
+    with the pointee type it reads here."""
+
+    def __init__(self, pointee: ir.Type):
+        super().__init__()
+        self.pointee = pointee
+
+
+def _is_tensor_map(mlir_type: Any) -> bool:
+    return isinstance(mlir_type, PointerType) and mlir_type.address_space.data == PARAM_SPACE
+
 
 #: C math names (fp32 spelling without "f") that NVPTX lowers natively; the rest is libdevice.
 _NATIVE = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "nearbyint", "fma", "fmin", "fmax",
@@ -87,6 +103,26 @@ class NVPTXHooks(GPUHooks):
         for name, value in limits:
             annotation = module.add_metadata([fn, ir.MetaDataString(module, name), ir.Constant(lt.I32, value)])
             module.add_named_metadata("nvvm.annotations", annotation)
+
+    def param_type(self, mlir_type: Any) -> ir.Type:
+        """A tensor map (`naiad.backends.cuda.tensor_maps`) is its 128 bytes, passed by value."""
+        if _is_tensor_map(mlir_type):
+            return _ByValue(ir.ArrayType(lt.I8, MAP_BYTES))
+        return super().param_type(mlir_type)
+
+    def param_value(self, b: ir.IRBuilder, param: ir.Value, mlir_type: Any) -> ir.Value:
+        """A tensor map parameter stays in the parameter space (``__grid_constant__``: no copy
+        to local memory, which the copy engine could not read); its value is its generic
+        address, what ``cp.async.bulk.tensor`` takes."""
+        if not _is_tensor_map(mlir_type):
+            return super().param_value(b, param, mlir_type)
+        param.attributes.add("byval")
+        param.attributes.align = MAP_ALIGN
+        fn, module = param.parent, param.parent.module
+        index = module.add_metadata([ir.Constant(lt.I32, list(fn.args).index(param) + 1)])
+        module.add_named_metadata("nvvm.annotations", module.add_metadata(
+            [fn, ir.MetaDataString(module, "grid_constant"), index]))
+        return b.ptrtoint(param, lt.I64)
 
     # -- ids, barriers, shuffles, shared memory ------------------------------------------------
     def _special(self, b: ir.IRBuilder, name: str) -> ir.Value:

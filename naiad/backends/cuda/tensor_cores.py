@@ -12,7 +12,7 @@ from typing import Any
 
 from xdsl.dialects import scf
 
-from naiad.backends.cuda import async_copies, wgmma
+from naiad.backends.cuda import async_copies, tma, wgmma
 from naiad.backends.cuda.dot_operands import is_transpose, only_dots_read
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.mma_sync import lower_mma_sync
@@ -20,7 +20,7 @@ from naiad.codegen.gpu import ops_control, ops_dot
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, Dist, GPUKernel
 from naiad.ir import tt
-from naiad.ir.ttg import AsyncLoadOp
+from naiad.ir.ttg import AsyncLoadOp, TensorMapLoadOp, TensorMapStoreOp
 
 
 def lower_dot(k: GPUKernel, op: Any) -> None:
@@ -70,6 +70,7 @@ def lower_for(k: GPUKernel, op: Any) -> None:
 
 
 #: The cuda backend's rule table: the shared rules, with tensor-core dots, the loads that feed
-#: them, and the pipelined loads.
+#: them, the pipelined loads, and the copies through tensor maps (TMA).
 RULES = {**SHARED_RULES, tt.DotOp: lower_dot, tt.LoadOp: async_copies.lower_load,
-         AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for, tt.TransOp: lower_trans}
+         AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for, tt.TransOp: lower_trans,
+         TensorMapLoadOp: tma.lower_load, TensorMapStoreOp: tma.lower_store}

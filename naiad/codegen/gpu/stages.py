@@ -26,10 +26,12 @@ from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.ir import tt
 
 
-def make_ttir(module: Any) -> Any:
+def make_ttir(module: Any, block_copies: Callable[[Any], bool] | None = None) -> Any:
     """The shared TTIR pipeline, then ``noinline`` functions inlined (the GPU lowering has no
     calls) and block pointers (and the tensor descriptors built on them) rewritten as tensors
-    of pointers with masks (it has no TMA path)."""
+    of pointers with masks.  ``block_copies(module)``, run before that rewrite, is where a
+    backend with block-copy hardware (NVIDIA's TMA) takes the accesses it can do as such (True
+    if it took any)."""
     from naiad.passes import run_passes, run_ttir_pipeline
     from naiad.passes.block_pointers import rewrite_block_pointers
     from naiad.passes.inline import inline
@@ -37,6 +39,8 @@ def make_ttir(module: Any) -> Any:
     run_ttir_pipeline(module)
     if inline(module, noinline_too=True):
         run_passes(module, ("canonicalize", "cse", "dce"))
+    if block_copies is not None and block_copies(module):
+        run_passes(module, ("dce",))
     if rewrite_block_pointers(module):
         run_passes(module, ("cse", "dce"))
         module.verify()

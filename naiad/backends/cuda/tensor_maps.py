@@ -1,0 +1,183 @@
+"""Block-pointer accesses as copies of the tensor memory accelerator (TMA, sm_90 on).
+
+A tensor descriptor's ``load`` and ``store`` (and a block pointer's) reach the TTIR as
+``tt.load`` / ``tt.store`` through a ``tt.make_tensor_ptr``.  Where the launch can describe that
+tensor to the hardware -- its base, shape and strides are kernel arguments or constants, the
+base is 16-byte aligned, the strides are multiples of 16 bytes, the last is 1, and the block
+fits a TMA box -- this pass gives the kernel one more parameter, a ``CUtensorMap`` passed by
+value (a ``!tt.ptr<i8, 101>`` argument: a pointer into the parameter space), and turns the access
+into ``ttng.tensor_map_load`` / ``ttng.tensor_map_store`` (`naiad.ir.ttg`; lowered by
+`naiad.backends.cuda.tma`).  The launcher encodes each map from the argument values
+(`naiad.backends.cuda.tensor_map_encoding.TensorMap`, listed in the module's
+``naiad.tensor_maps`` attribute and from there in the kernel's metadata).
+
+Loads inside loops are left to the block-pointer rewrite: the software pipeliner stages those
+(cp.async rings) and does not know tensor maps yet.  Everything the pass leaves goes the
+portable way (`naiad.passes.block_pointers`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import (ArrayAttr, BFloat16Type, DictionaryAttr, Float16Type, Float32Type,
+                                   Float64Type, FunctionType, IntegerAttr, IntegerType, StringAttr, i8)
+from xdsl.ir import SSAValue
+
+from naiad.backends.cuda.tensor_map_encoding import ELEMENT_BYTES, TensorMap
+from naiad.codegen.gpu.axis_info import analyze
+from naiad.ir import arith, tt
+from naiad.ir.ttg import TensorMapLoadOp, TensorMapStoreOp
+from naiad.ir.types import PointerType, element_type
+
+#: NVPTX's address space of kernel parameters: a tensor map argument lives there.
+PARAM_SPACE = 101
+
+#: Largest extent of a TMA box along any dimension, and the most dimensions it has.
+MAX_BOX, MAX_RANK = 256, 5
+
+#: The map's element type (a ``CUtensorMapDataType``, `naiad.backends.cuda.driver`) of each
+#: float type; any other element moves as the unsigned integer of its size.
+FLOATS = {Float16Type: "fp16", BFloat16Type: "bf16", Float32Type: "fp32", Float64Type: "fp64"}
+UNSIGNED = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
+
+#: Shared memory one map's block may take (the rest of the 227 KB stays the kernel's).
+MAX_BLOCK_BYTES = 64 * 1024
+
+_CASTS = (arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp)
+
+
+def module_maps(module: Any) -> list[TensorMap]:
+    """The maps a module's kernel takes (its ``naiad.tensor_maps`` attribute), in parameter order."""
+    text = module.attributes.get("naiad.tensor_maps")
+    return [TensorMap.from_json(m) for m in json.loads(text.data)] if text is not None else []
+
+
+def use_tensor_maps(module: Any) -> bool:
+    """Turn every block-pointer access of the kernel that a tensor map can make into a TMA
+    copy (see the module docstring); True if any was."""
+    kernels = tt.public_functions(module)
+    if not kernels:
+        return False
+    func = kernels[0]
+    axis = analyze(func)
+    maps: list[TensorMap] = []
+    params: dict[TensorMap, SSAValue] = {}
+    for op in list(func.walk()):
+        if not isinstance(op, (tt.LoadOp, tt.StoreOp)) or not isinstance(op.ptr.owner, tt.MakeTensorPtrOp):
+            continue
+        if isinstance(op, tt.LoadOp) and (op.isVolatile.value.data or _in_loop(op)):
+            continue
+        found = _describe(func, axis, op.ptr.owner, _fill(op))
+        if found is None:
+            continue
+        if found not in params:
+            params[found] = _add_parameter(func)
+            maps.append(found)
+        make = op.ptr.owner
+        if isinstance(op, tt.LoadOp):
+            new = TensorMapLoadOp(params[found], list(make.offsets), op.results[0].type)
+            op.parent_block().insert_op_before(new, op)
+            op.results[0].replace_all_uses_with(new.results[0])
+        else:
+            new = TensorMapStoreOp(params[found], list(make.offsets), op.value)
+            op.parent_block().insert_op_before(new, op)
+        new.location = getattr(op, "location", None)
+        op.detach()
+        op.erase()
+    if maps:
+        module.attributes["naiad.tensor_maps"] = StringAttr(json.dumps([m.to_json() for m in maps]))
+    return bool(maps)
+
+
+def _in_loop(op: Any) -> bool:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, tt.FuncOp):
+        if isinstance(parent, (scf.ForOp, scf.WhileOp)):
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def _fill(op: Any) -> str | None:
+    """"zero" or "nan": what a load's elements outside the tensor read as ("zero" for a store,
+    which writes none of them); None for a padding a map cannot give."""
+    padding = getattr(op, "padding", None)
+    if padding is None:
+        return "zero"
+    return "nan" if padding.data.value == tt.PaddingOption.NAN.value else "zero"
+
+
+def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None) -> TensorMap | None:
+    block = make.result.type.pointee_type
+    box = tuple(block.get_shape())
+    element = _element_name(element_type(block))
+    if fill is None or element is None or not 1 <= len(box) <= MAX_RANK or max(box) > MAX_BOX:
+        return None
+    size = ELEMENT_BYTES[element]
+    total = size
+    for extent in box:
+        total *= extent
+    if (box[-1] * size) % 16 or total > MAX_BLOCK_BYTES or (fill == "nan" and element not in FLOATS.values()):
+        return None
+    base = _argument(func, make.base)
+    if base is None or axis[make.base].divisibility[0] < 16:
+        return None
+    shape = [_source(func, s) for s in make.shape]
+    strides = [_source(func, s) for s in make.strides]
+    if None in shape or None in strides or strides[-1] != ("const", 1):
+        return None
+    for stride, value in zip(strides[:-1], list(make.strides)[:-1]):
+        if not _aligned_stride(stride, value, axis, size, func):
+            return None
+    return TensorMap(element, box, fill, base, tuple(shape), tuple(strides[:-1]))
+
+
+def _element_name(ty: Any) -> str | None:
+    """The map's element type for IR type ``ty`` (booleans are bytes in memory); None for a
+    type no map moves."""
+    if type(ty) in FLOATS:
+        return FLOATS[type(ty)]
+    if isinstance(ty, IntegerType):
+        return UNSIGNED.get(max(1, ty.width.data // 8))
+    width = getattr(ty, "bitwidth", None)          # the fp8 formats
+    return UNSIGNED.get(width // 8) if width == 8 else None
+
+
+def _argument(func: Any, value: SSAValue) -> int | None:
+    args = list(func.body.block.args)
+    return args.index(value) if value in args else None
+
+
+def _source(func: Any, value: SSAValue) -> tuple[str, int] | None:
+    """Where a launch reads an integer from: a kernel argument (through integer casts) or a
+    constant; None for a value the kernel computes."""
+    while isinstance(value.owner, _CASTS):
+        value = value.owner.operands[0]
+    if isinstance(value.owner, arith.ConstantOp) and isinstance(value.owner.value, IntegerAttr):
+        return "const", value.owner.value.value.data
+    index = _argument(func, value)
+    return ("arg", index) if index is not None else None
+
+
+def _aligned_stride(source: tuple[str, int], value: SSAValue, axis: dict, size: int, func: Any) -> bool:
+    """Whether a stride is a multiple of 16 bytes for every launch of this specialization."""
+    if source[0] == "const":
+        return source[1] > 0 and (source[1] * size) % 16 == 0
+    arg = func.body.block.args[source[1]]
+    divisibility = axis[arg].divisibility[0] if arg in axis else 1
+    return (divisibility * size) % 16 == 0
+
+
+def _add_parameter(func: Any) -> SSAValue:
+    """A new last kernel parameter for a tensor map (no attributes)."""
+    block = func.body.block
+    param = block.insert_arg(PointerType(i8, PARAM_SPACE), len(block.args))
+    param.name_hint = f"tensor_map{sum(1 for a in block.args if a.type == param.type) - 1}"
+    func.properties["function_type"] = FunctionType.from_lists(
+        [a.type for a in block.args], func.function_type.outputs.data)
+    if func.arg_attrs is not None:
+        func.properties["arg_attrs"] = ArrayAttr([*func.arg_attrs.data, DictionaryAttr({})])
+    return param

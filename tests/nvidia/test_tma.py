@@ -1,0 +1,240 @@
+"""Tensor descriptors through the tensor memory accelerator (TMA) on sm_90: loads and stores of
+blocks whose tensor the launch can describe become ``cp.async.bulk.tensor`` copies through a
+``CUtensorMap`` that the launcher encodes and passes by value (`naiad.backends.cuda.tensor_maps`,
+`naiad.backends.cuda.tma`, `naiad.backends.cuda.tensor_map_encoding`).
+
+The compile tests run anywhere and check the PTX (and that ptxas takes it) and the cases left to
+ordinary loads; the ``gpu`` tests compare every result with torch, with edge blocks that stick
+out of the tensor (padding read, nothing written outside), over dtypes and 1 to 5 dimensions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.compiler import GPUTarget
+from naiad.compiler.compiler import ASTSource
+
+from .conftest import compile_cuda, ptxas_path
+
+pytestmark = pytest.mark.shipped_backends
+
+D16 = [["tt.divisibility", 16]]
+TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+
+
+@naiad.jit
+def scale_kernel(src, dst, BM: tl.constexpr, BN: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]) * 2)
+
+
+@naiad.jit
+def in_kernel_kernel(out, a, M, N, ld_a, ld_out, BM: tl.constexpr, BN: tl.constexpr,
+                     PADDING: tl.constexpr):
+    src = tl.make_tensor_descriptor(a, shape=[M, N], strides=[ld_a, 1], block_shape=[BM, BN],
+                                    padding_option=PADDING)
+    dst = tl.make_tensor_descriptor(out, shape=[M + BM, N + BN], strides=[ld_out, 1],
+                                    block_shape=[BM, BN])
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]))
+
+
+@naiad.jit
+def rows_sum_kernel(src, dst, K, BM: tl.constexpr, BK: tl.constexpr):
+    """A load in a loop (left to the pipelined ordinary loads) and a store after it (TMA)."""
+    m = tl.program_id(0) * BM
+    acc = tl.zeros([BM, BK], tl.float32)
+    for k in range(0, K, BK):
+        acc += src.load([m, k]).to(tl.float32)
+    dst.store([m, 0], acc.to(dst.dtype))
+
+
+def _host_signature(element, block, names=("src", "dst")):
+    return {name: f"tensordesc<{element}[{', '.join(map(str, block))}]>" for name in names}
+
+
+def _aligned_parts(*params, rank=2):
+    """A launch's divisibility of each descriptor's base, shape and strides (all aligned)."""
+    return {(i, part): D16 for i in params for part in range(1 + 2 * rank)}
+
+
+def _host_kernel(fn, element, block, constexprs, target=None, params=(0, 1), **signature):
+    source = ASTSource(fn, {**_host_signature(element, block), **signature}, constexprs,
+                       _aligned_parts(*params, rank=len(block)))
+    return naiad.compile(source, target=target or GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+def _check_binary(kernel):
+    if ptxas_path() is not None:
+        assert kernel.asm["cubin"][:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("element, block", [("fp16", (64, 64)), ("fp32", (32, 16)), ("i8", (16, 64)),
+                                            ("bf16", (8, 256))])
+def test_host_descriptors_copy_through_the_copy_engine(element, block):
+    """Both accesses are TMA copies through maps passed by value (``__grid_constant__``: a
+    parameter-space address, no local copy), completing on an mbarrier."""
+    kernel = _host_kernel(scale_kernel, element, block, {"BM": block[0], "BN": block[1]})
+    ptx = kernel.asm["ptx"]
+    assert ptx.count(".param .align 64 .b8") == 2 and ptx.count("cvta.param.u64") == 2
+    assert TMA_LOAD in ptx and TMA_STORE in ptx and ".local" not in ptx
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r" in ptx
+    assert f"], {block[0] * block[1] * (1 if element == 'i8' else 4 if element == 'fp32' else 2)};" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    maps = kernel.metadata["tensor_maps"]
+    assert [m["box"] for m in maps] == [list(block)] * 2
+    assert maps[0]["base"] == 0 and maps[0]["shape"] == [["arg", 1], ["arg", 2]]
+    assert maps[0]["strides"] == [["arg", 3]] and maps[1]["base"] == 5
+    _check_binary(kernel)
+
+
+@pytest.mark.parametrize("why, change", [
+    ("a base not known to be 16-byte aligned", {"params": ()}),
+    ("a row of 8 bytes", {"block": (16, 4)}),
+    ("a box wider than 256", {"block": (2, 512)}),
+    ("a GPU without the copy engine", {"target": GPUTarget("cuda", 80, 32)}),
+])
+def test_what_the_copy_engine_cannot_take_stays_ordinary_loads(why, change):
+    block = change.get("block", (16, 64))
+    kernel = _host_kernel(scale_kernel, "fp16", block, {"BM": block[0], "BN": block[1]},
+                          target=change.get("target"), params=change.get("params", (0, 1)))
+    assert "cp.async.bulk.tensor" not in kernel.asm["ptx"], why
+    assert kernel.metadata["tensor_maps"] == [] and "ld.global" in kernel.asm["ptx"]
+
+
+def test_in_kernel_descriptors_of_arguments_take_maps():
+    """``tl.make_tensor_descriptor`` of kernel arguments: the launcher encodes the maps from
+    them; a shape the kernel computes (``M + BM``) cannot be, and that store stays ordinary."""
+    signature = {"out": "*fp16", "a": "*fp16", "M": "i32", "N": "i32", "ld_a": "i32", "ld_out": "i32"}
+    attrs = {name: D16 for name in ("out", "a", "ld_a", "ld_out")}
+    kernel = compile_cuda(in_kernel_kernel, signature,
+                          {"BM": 32, "BN": 64, "PADDING": "nan"}, attrs)
+    ptx = kernel.asm["ptx"]
+    assert TMA_LOAD in ptx and TMA_STORE not in ptx and "st.global" in ptx
+    (tmap,) = kernel.metadata["tensor_maps"]
+    assert tmap == {"element": "fp16", "box": [32, 64], "fill": "nan", "base": 1,
+                    "shape": [["arg", 2], ["arg", 3]], "strides": [["arg", 4]]}
+
+
+def test_loads_in_loops_stay_pipelined_and_the_store_after_takes_a_map():
+    kernel = _host_kernel(rows_sum_kernel, "fp16", (64, 64), {"BM": 64, "BK": 64}, K="i32")
+    ptx = kernel.asm["ptx"]
+    assert TMA_STORE in ptx and TMA_LOAD not in ptx
+    assert len(kernel.metadata["tensor_maps"]) == 1
+    _check_binary(kernel)
+
+
+def test_a_ttir_override_keeps_its_tensor_maps():
+    """The maps are the module's attribute: the TTIR text carries them to later stages."""
+    kernel = _host_kernel(scale_kernel, "fp16", (64, 64), {"BM": 64, "BN": 64})
+    ttir = kernel.asm["ttir"]
+    assert "naiad.tensor_maps" in ttir and ttir.count("ttng.tensor_map_load") == 1
+    assert "!tt.ptr<i8, 101>" in ttir
+
+
+# == on the GPU ====================================================================================
+_TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "i8": "int8",
+                 "fp8e4nv": "float8_e4m3fn"}
+
+
+def _random(torch, shape, element):
+    dtype = getattr(torch, _TORCH_DTYPES[element])
+    raw = torch.randint(-60, 60, shape, device="cuda", dtype=torch.int16)
+    return raw.to(torch.float32).to(dtype) if dtype.is_floating_point else raw.to(dtype)
+
+
+@pytest.mark.parametrize("element", ["fp16", "bf16", "fp32", "i8"])
+@pytest.mark.parametrize("shape, ld, block", [((128, 192), 192, (64, 64)), ((100, 70), 80, (32, 32)),
+                                              ((9, 300), 304, (8, 128)), ((33, 16), 16, (16, 16)),
+                                              ((40, 50), 50, (16, 32))])
+def test_host_descriptor_copies_on_the_gpu(gpu, element, shape, ld, block):
+    """Edge blocks stick out: the loads read zeros there and the stores write nothing outside
+    (both tensors are views into wider buffers whose other columns must keep their values).
+    A row stride the launch does not know to be a multiple of 16 elements (50) leaves the
+    copies to ordinary loads and stores, with the same results."""
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    source = _random(torch, (shape[0], ld), element)
+    a = source[:, :shape[1]]
+    wide = torch.full((shape[0], ld), -3, device="cuda", dtype=a.dtype)
+    out = wide[:, :shape[1]]
+    grid = (naiad.cdiv(shape[0], block[0]), naiad.cdiv(shape[1], block[1]))
+    kernel = scale_kernel[grid](TensorDescriptor(a, list(a.shape), list(a.stride()), list(block)),
+                                TensorDescriptor(out, list(out.shape), list(out.stride()), list(block)),
+                                BM=block[0], BN=block[1])
+    assert ("cp.async.bulk.tensor" in kernel.asm["ptx"]) == (ld % 16 == 0)
+    torch.testing.assert_close(out, a * 2, rtol=0, atol=0)
+    assert (wide[:, shape[1]:] == -3).all()
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_in_kernel_descriptor_padding_on_the_gpu(gpu, padding):
+    torch = gpu
+    m, n, bm, bn = 50, 72, 32, 64
+    a = _random(torch, (m, n), "fp16")
+    out = torch.full((m + bm, n + bn), 9, device="cuda", dtype=torch.float16)
+    in_kernel_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](out, a, m, n, n, n + bn, BM=bm, BN=bn,
+                                                              PADDING=padding)
+    rows, cols = naiad.cdiv(m, bm) * bm, naiad.cdiv(n, bn) * bn
+    expected = torch.full((rows, cols), float("nan") if padding == "nan" else 0.0, device="cuda",
+                          dtype=torch.float16)
+    expected[:m, :n] = a
+    torch.testing.assert_close(out[:rows, :cols], expected, rtol=0, atol=0, equal_nan=True)
+    assert (out[rows:] == 9).all() and (out[:, cols:] == 9).all()
+
+
+@naiad.jit
+def nd_copy_kernel(src, dst, RANK: tl.constexpr, B0: tl.constexpr):
+    offsets = [tl.program_id(0) * B0] + [0] * (RANK - 1)
+    dst.store(offsets, src.load(offsets) + 1)
+
+
+@pytest.mark.parametrize("shape, block", [((300,), (64,)), ((5, 6, 48), (2, 4, 16)),
+                                          ((3, 2, 3, 4, 32), (2, 2, 4, 4, 8))])
+def test_one_to_five_dimensions_on_the_gpu(gpu, shape, block):
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    a = _random(torch, shape, "fp32")
+    out = torch.zeros_like(a)
+    kernel = nd_copy_kernel[(naiad.cdiv(shape[0], block[0]),)](
+        TensorDescriptor.from_tensor(a, list(block)), TensorDescriptor.from_tensor(out, list(block)),
+        RANK=len(shape), B0=block[0])
+    assert f"cp.async.bulk.tensor.{len(shape)}d" in kernel.asm["ptx"]
+    covered = [slice(None)] + [slice(0, b) for b in block[1:]]
+    torch.testing.assert_close(out[tuple(covered)], a[tuple(covered)] + 1, rtol=0, atol=0)
+    rest = torch.ones_like(out, dtype=torch.bool)
+    rest[tuple(covered)] = False
+    assert (out[rest] == 0).all()
+
+
+def test_loop_loads_and_a_mapped_store_on_the_gpu(gpu):
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    m, k = 200, 320
+    a = _random(torch, (m, k), "fp16")
+    out = torch.zeros(m, 64, device="cuda", dtype=torch.float16)
+    rows_sum_kernel[(naiad.cdiv(m, 64),)](TensorDescriptor.from_tensor(a, [64, 64]),
+                                          TensorDescriptor.from_tensor(out, [64, 64]), k, BM=64, BK=64)
+    expected = a.float().reshape(m, k // 64, 64).sum(1).half()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_new_tensors_get_new_maps(gpu):
+    """The launcher keeps encoded maps by the values they describe: launches with other
+    tensors of the same kind read those."""
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    for rows in (64, 128, 64, 96):
+        a = _random(torch, (rows, 64), "fp16")
+        out = torch.empty_like(a)
+        scale_kernel[(naiad.cdiv(rows, 64), 1)](TensorDescriptor.from_tensor(a, [64, 64]),
+                                                TensorDescriptor.from_tensor(out, [64, 64]), BM=64, BN=64)
+        torch.testing.assert_close(out, a * 2, rtol=0, atol=0)
