@@ -106,6 +106,19 @@ def test_what_the_copy_engine_cannot_take_stays_ordinary_loads(why, change):
     assert kernel.metadata["tensor_maps"] == [] and "ld.global" in kernel.asm["ptx"]
 
 
+def test_stores_whose_rows_may_end_inside_a_16_byte_chunk_stay_ordinary():
+    """The copy engine writes whole 16-byte chunks: past a row that ends inside one.  A store
+    whose row extent the launch does not know to be a multiple of 16 elements is left to
+    ordinary (masked) stores; the load through the same kind of map still takes the engine."""
+    attrs = _aligned_parts(0, 1)
+    del attrs[(1, 2)]                    # dst.shape[1]: any value
+    source = ASTSource(scale_kernel, _host_signature("fp16", (16, 64)), {"BM": 16, "BN": 64}, attrs)
+    kernel = naiad.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    ptx = kernel.asm["ptx"]
+    assert TMA_LOAD in ptx and TMA_STORE not in ptx and "st.global" in ptx
+    assert len(kernel.metadata["tensor_maps"]) == 1
+
+
 def test_in_kernel_descriptors_of_arguments_take_maps():
     """``tl.make_tensor_descriptor`` of kernel arguments: the launcher encodes the maps from
     them; a shape the kernel computes (``M + BM``) cannot be, and that store stays ordinary."""
@@ -155,7 +168,8 @@ def test_host_descriptor_copies_on_the_gpu(gpu, element, shape, ld, block):
     """Edge blocks stick out: the loads read zeros there and the stores write nothing outside
     (both tensors are views into wider buffers whose other columns must keep their values).
     A row stride the launch does not know to be a multiple of 16 elements (50) leaves the
-    copies to ordinary loads and stores, with the same results."""
+    copies to ordinary loads and stores, and so does a row extent for the store (70, 300: the
+    copy engine would write the rest of the last 16-byte chunk), with the same results."""
     torch = gpu
     from naiad.runtime.tensor_descriptor import TensorDescriptor
 
@@ -167,7 +181,9 @@ def test_host_descriptor_copies_on_the_gpu(gpu, element, shape, ld, block):
     kernel = scale_kernel[grid](TensorDescriptor(a, list(a.shape), list(a.stride()), list(block)),
                                 TensorDescriptor(out, list(out.shape), list(out.stride()), list(block)),
                                 BM=block[0], BN=block[1])
-    assert ("cp.async.bulk.tensor" in kernel.asm["ptx"]) == (ld % 16 == 0)
+    ptx = kernel.asm["ptx"]
+    assert (TMA_LOAD in ptx) == (ld % 16 == 0)
+    assert (TMA_STORE in ptx) == (ld % 16 == 0 and shape[1] % 16 == 0)
     torch.testing.assert_close(out, a * 2, rtol=0, atol=0)
     assert (wide[:, shape[1]:] == -3).all()
 

@@ -70,7 +70,7 @@ def use_tensor_maps(module: Any) -> bool:
             continue
         if isinstance(op, tt.LoadOp) and (op.isVolatile.value.data or _in_loop(op)):
             continue
-        found = _describe(func, axis, op.ptr.owner, _fill(op))
+        found = _describe(func, axis, op.ptr.owner, _fill(op), isinstance(op, tt.StoreOp))
         if found is None:
             continue
         if found not in params:
@@ -110,7 +110,12 @@ def _fill(op: Any) -> str | None:
     return "nan" if padding.data.value == tt.PaddingOption.NAN.value else "zero"
 
 
-def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None) -> TensorMap | None:
+def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
+              store: bool) -> TensorMap | None:
+    """The map of ``make``'s tensor, or None where no launch of this specialization could
+    encode it.  A store needs rows of a whole number of 16-byte chunks too: the copy engine
+    writes whole chunks, past the tensor's inner extent up to the next 16 bytes (a hardware
+    limit that Triton documents; here such a store stays ordinary, writing nothing outside)."""
     block = make.result.type.pointee_type
     box = tuple(block.get_shape())
     element = _element_name(element_type(block))
@@ -129,9 +134,9 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None)
     strides = [_source(func, s) for s in make.strides]
     if None in shape or None in strides or strides[-1] != ("const", 1):
         return None
-    for stride, value in zip(strides[:-1], list(make.strides)[:-1]):
-        if not _aligned_stride(stride, value, axis, size, func):
-            return None
+    chunked = strides[:-1] + ([shape[-1]] if store else [])
+    if not all(_whole_chunks(source, axis, size, func) for source in chunked):
+        return None
     return TensorMap(element, box, fill, base, tuple(shape), tuple(strides[:-1]))
 
 
@@ -162,8 +167,9 @@ def _source(func: Any, value: SSAValue) -> tuple[str, int] | None:
     return ("arg", index) if index is not None else None
 
 
-def _aligned_stride(source: tuple[str, int], value: SSAValue, axis: dict, size: int, func: Any) -> bool:
-    """Whether a stride is a multiple of 16 bytes for every launch of this specialization."""
+def _whole_chunks(source: tuple[str, int], axis: dict, size: int, func: Any) -> bool:
+    """Whether a count of ``size``-byte elements (a stride, an extent) is a multiple of 16
+    bytes for every launch of this specialization."""
     if source[0] == "const":
         return source[1] > 0 and (source[1] * size) % 16 == 0
     arg = func.body.block.args[source[1]]
