@@ -73,11 +73,15 @@ def _check_binary(kernel):
         assert kernel.asm["cubin"][:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("element, block", [("fp16", (64, 64)), ("fp32", (32, 16)), ("i8", (16, 64)),
-                                            ("bf16", (8, 256))])
-def test_host_descriptors_copy_through_the_copy_engine(element, block):
+@pytest.mark.parametrize("element, block, swizzle, box", [
+    ("fp16", (64, 64), 128, (64, 64)), ("fp32", (32, 16), 64, (32, 16)), ("i8", (16, 64), 64, (16, 64)),
+    ("bf16", (8, 256), 128, (8, 64)), ("fp16", (4, 64), 0, (4, 64)), ("fp32", (16, 4), 0, (16, 4)),
+])
+def test_host_descriptors_copy_through_the_copy_engine(element, block, swizzle, box):
     """Both accesses are TMA copies through maps passed by value (``__grid_constant__``: a
-    parameter-space address, no local copy), completing on an mbarrier."""
+    parameter-space address, no local copy), completing on an mbarrier.  A block of 8 rows or
+    more whose rows fill a swizzle atom lands swizzled (as wgmma reads it), one copy per atom;
+    any other lands row-major in one copy."""
     kernel = _host_kernel(scale_kernel, element, block, {"BM": block[0], "BN": block[1]})
     ptx = kernel.asm["ptx"]
     assert ptx.count(".param .align 64 .b8") == 2 and ptx.count("cvta.param.u64") == 2
@@ -85,8 +89,10 @@ def test_host_descriptors_copy_through_the_copy_engine(element, block):
     assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r" in ptx
     assert f"], {block[0] * block[1] * (1 if element == 'i8' else 4 if element == 'fp32' else 2)};" in ptx
     assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    copies = block[1] // box[1]
+    assert ptx.count(TMA_LOAD) == copies and ptx.count(TMA_STORE) == copies
     maps = kernel.metadata["tensor_maps"]
-    assert [m["box"] for m in maps] == [list(block)] * 2
+    assert [(m["box"], m["swizzle"]) for m in maps] == [(list(box), swizzle)] * 2
     assert maps[0]["base"] == 0 and maps[0]["shape"] == [["arg", 1], ["arg", 2]]
     assert maps[0]["strides"] == [["arg", 3]] and maps[1]["base"] == 5
     _check_binary(kernel)
@@ -129,7 +135,7 @@ def test_in_kernel_descriptors_of_arguments_take_maps():
     ptx = kernel.asm["ptx"]
     assert TMA_LOAD in ptx and TMA_STORE not in ptx and "st.global" in ptx
     (tmap,) = kernel.metadata["tensor_maps"]
-    assert tmap == {"element": "fp16", "box": [32, 64], "fill": "nan", "base": 1,
+    assert tmap == {"element": "fp16", "box": [32, 64], "swizzle": 128, "fill": "nan", "base": 1,
                     "shape": [["arg", 2], ["arg", 3]], "strides": [["arg", 4]]}
 
 

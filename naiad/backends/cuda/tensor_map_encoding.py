@@ -23,7 +23,9 @@ ELEMENT_BYTES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "fp16": 2, "bf16": 2, "f
 _DATA_TYPES = {"u8": 0, "u16": 1, "u32": 2, "u64": 4, "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9}
 #: CUtensorMapFloatOOBfill: zeros, or NaN where the element type is a float.
 _FILLS = {"zero": 0, "nan": 1}
-_INTERLEAVE_NONE, _SWIZZLE_NONE, _L2_PROMOTION_128B = 0, 0, 2
+#: CUtensorMapSwizzle of each swizzle width.
+_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
+_INTERLEAVE_NONE, _L2_PROMOTION_128B = 0, 2
 #: A CUtensorMap's size, and the alignment libcuda writes it at.
 MAP_BYTES, MAP_ALIGN = 128, 64
 #: How many encoded maps a launcher keeps (the oldest go first).
@@ -37,25 +39,28 @@ _ARGTYPES = (ctypes.c_void_p, ctypes.c_int, _U32, ctypes.c_void_p, ctypes.POINTE
 
 @dataclasses.dataclass(frozen=True)
 class TensorMap:
-    """What a launch needs to encode one map: the element type, the box (the block shape,
-    outermost first), the fill of elements outside the tensor, and where the base address,
-    the shape and the strides (but the last, which is 1) come from -- each ``("arg", i)``,
-    the kernel's ``i``-th parameter (a runtime slot), or ``("const", value)``."""
+    """What a launch needs to encode one map: the element type, the box (what one copy moves,
+    outermost first), the swizzle of the shared-memory side (0, 32, 64 or 128 bytes), the fill of
+    elements outside the tensor, and where the base address, the shape and the strides (but
+    the last, which is 1) come from -- each ``("arg", i)``, the kernel's ``i``-th parameter (a
+    runtime slot), or ``("const", value)``."""
 
     element: str
     box: tuple[int, ...]
+    swizzle: int
     fill: str
     base: int
     shape: tuple[tuple[str, int], ...]
     strides: tuple[tuple[str, int], ...]
 
     def to_json(self) -> dict:
-        return {"element": self.element, "box": list(self.box), "fill": self.fill, "base": self.base,
+        return {"element": self.element, "box": list(self.box), "swizzle": self.swizzle,
+                "fill": self.fill, "base": self.base,
                 "shape": [list(p) for p in self.shape], "strides": [list(p) for p in self.strides]}
 
     @staticmethod
     def from_json(data: dict) -> "TensorMap":
-        return TensorMap(data["element"], tuple(data["box"]), data["fill"], data["base"],
+        return TensorMap(data["element"], tuple(data["box"]), data["swizzle"], data["fill"], data["base"],
                          tuple((k, v) for k, v in data["shape"]),
                          tuple((k, v) for k, v in data["strides"]))
 
@@ -101,7 +106,7 @@ class TensorMapEncoder:
         start = ctypes.addressof(self._storage)
         aligned = start + (-start % MAP_ALIGN)
         code = self._encode(aligned, _DATA_TYPES[tmap.element], rank, address, dims, pitches, box,
-                            ones, _INTERLEAVE_NONE, _SWIZZLE_NONE, _L2_PROMOTION_128B,
+                            ones, _INTERLEAVE_NONE, _SWIZZLES[tmap.swizzle], _L2_PROMOTION_128B,
                             _FILLS[tmap.fill])
         if code:
             raise NaiadError(f"{self.name}: cuTensorMapEncodeTiled refused a tensor descriptor "

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (ArrayAttr, BFloat16Type, DictionaryAttr, Floa
                                    Float64Type, FunctionType, IntegerAttr, IntegerType, StringAttr, i8)
 from xdsl.ir import SSAValue
 
+from naiad.backends.cuda.shared_tiles import swizzle_bytes
 from naiad.backends.cuda.tensor_map_encoding import ELEMENT_BYTES, TensorMap
 from naiad.codegen.gpu.axis_info import analyze
 from naiad.ir import arith, tt
@@ -47,6 +48,18 @@ UNSIGNED = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
 MAX_BLOCK_BYTES = 64 * 1024
 
 _CASTS = (arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp)
+
+
+def copy_geometry(block: tuple[int, ...], element_bytes: int) -> tuple[int, tuple[int, ...]]:
+    """(swizzle bytes, the box of one copy) for a block: a 2-D block whose rows can be swizzled
+    lands as a `SwizzledTile` (the geometry wgmma reads, and free of bank conflicts for the
+    reads of any layout), one copy per swizzle atom (the engine's box is then one atom wide);
+    any other block lands row-major, in one copy (swizzle 0)."""
+    if len(block) == 2 and block[0] % 8 == 0:
+        width = swizzle_bytes(block[1] * element_bytes)
+        if width:
+            return width, (block[0], width // element_bytes)
+    return 0, tuple(block)
 
 
 def module_maps(module: Any) -> list[TensorMap]:
@@ -137,7 +150,8 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
     chunked = strides[:-1] + ([shape[-1]] if store else [])
     if not all(_whole_chunks(source, axis, size, func) for source in chunked):
         return None
-    return TensorMap(element, box, fill, base, tuple(shape), tuple(strides[:-1]))
+    swizzle, copy_box = copy_geometry(box, size)
+    return TensorMap(element, copy_box, swizzle, fill, base, tuple(shape), tuple(strides[:-1]))
 
 
 def _element_name(ty: Any) -> str | None:

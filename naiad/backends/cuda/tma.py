@@ -2,12 +2,13 @@
 accelerator (``cp.async.bulk.tensor``, sm_90).
 
 A load: the first thread arms an ``mbarrier`` with the block's bytes and asks the copy engine
-for the block, which lands row-major in the op's shared-memory scratch (elements outside the
-tensor as the map's fill); every thread waits on the barrier's phase, then reads its elements
-in the result's layout.  A store: every thread writes its elements there, fences them for the
-copy engine (``fence.proxy.async``: ordinary stores and the engine's reads are different
-proxies), and after a barrier the first thread sends the block (the engine writes no element
-outside the tensor) and waits until the engine has read it, so the scratch can be reused.
+for the block, which lands in the op's shared-memory scratch (elements outside the tensor as
+the map's fill) -- swizzled, one copy per swizzle atom, where its rows allow
+(`naiad.backends.cuda.tensor_maps.copy_geometry`), else row-major; every thread waits on the
+barrier's phase, then reads its elements in the result's layout.  A store: every thread writes
+its elements there, fences them for the copy engine (``fence.proxy.async``: ordinary stores and
+the engine's reads are different proxies), and after a barrier the first thread sends the
+block and waits until the engine has read it, so the scratch can be reused.
 
 The barrier is initialized at each use, after the barrier that ends the scratch's previous use,
 so its phase is always the first (parity 0).  Coordinates go innermost first, as the map's
@@ -21,56 +22,81 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.backends.cuda.ptx_asm import asm
+from naiad.backends.cuda.shared_tiles import SwizzledTile, read_registers, store_registers
+from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.kernel import GPUKernel, numel, shape_of
 
-#: Where a copy's block starts: the copy engine wants 128-byte aligned shared memory.
-_BLOCK_ALIGN = 128
+#: Where a copy's block starts: 1024-byte aligned, where a swizzle's pattern starts (the
+#: copy engine and wgmma swizzle on address bits).
+_BLOCK_ALIGN = 1024
 
 
 def _const(value: int) -> ir.Constant:
     return ir.Constant(lt.I32, value)
 
 
-def _scratch(k: GPUKernel, nbytes: int) -> tuple[ir.Value, ir.Value]:
-    """Shared addresses (32-bit) of a block of ``nbytes`` at the scratch's start and of the
-    8-byte mbarrier after it."""
+def _block(k: GPUKernel, shape: tuple[int, ...], element_bytes: int) -> "_Block":
+    """Where one op's block lies: its scratch (the shared-memory byte of the block, and the
+    32-bit shared addresses of the block and of the 8-byte mbarrier after it) and geometry."""
+    nbytes = numel(shape) * element_bytes
     block, barrier = k.shared_regions([nbytes, 8], align=_BLOCK_ALIGN)
     smem = k.b.ptrtoint(k.hooks.shared_base(k.b), lt.I32)
-    return (k.b.add(smem, _const(k.scratch_start + block)),
-            k.b.add(smem, _const(k.scratch_start + barrier)))
+    offset = k.scratch_start + block
+    swizzle, box = copy_geometry(shape, element_bytes)
+    tile = SwizzledTile(tuple(shape), 1, 1, element_bytes, swizzle) if swizzle else None
+    return _Block(_const(offset), k.b.add(smem, _const(offset)),
+                  k.b.add(smem, _const(k.scratch_start + barrier)), tile, box, nbytes)
 
 
-def _coordinates(k: GPUKernel, offsets: Any, first: int) -> tuple[list[ir.Value], str]:
-    """The block's offsets innermost first, and their PTX operand list (``$first`` on)."""
-    values = [k.scalar(o) for o in reversed(list(offsets))]
-    return values, ", ".join(f"${first + i}" for i in range(len(values)))
+class _Block:
+    def __init__(self, offset: ir.Value, address: ir.Value, barrier: ir.Value, tile: Any,
+                 box: tuple[int, ...], nbytes: int):
+        self.offset, self.address, self.barrier = offset, address, barrier
+        self.tile, self.box, self.nbytes = tile, box, nbytes
+
+    def copies(self, b: ir.IRBuilder, coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
+        """(shared address, coordinates innermost first) of each copy: one per swizzle atom."""
+        if self.tile is None:
+            return [(self.address, coords)]
+        step = self.box[-1]
+        atoms = self.tile.shape[1] // step
+        return [(b.add(self.address, _const(a * self.tile.atom_bytes)),
+                 [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]])
+                for a in range(atoms)]
+
+
+def _operands(first: int, count: int) -> str:
+    return ", ".join(f"${first + i}" for i in range(count))
 
 
 def lower_load(k: GPUKernel, op: Any) -> None:
     result = op.results[0]
     layout, shape = k.layout_of(result), shape_of(result)
-    storage = lt.scalar(result.type)
-    nbytes = numel(shape) * lt.byte_size(lt.memory_type(result.type))
+    storage, memory = lt.scalar(result.type), lt.memory_type(result.type)
     b = k.b
-    block, barrier = _scratch(k, nbytes)
+    block = _block(k, shape, lt.byte_size(memory))
     desc = k.scalar(op.desc)
-    coords, operands = _coordinates(k, op.offsets, 2)
-    indices = [k.linear(c, shape) for c in k.coordinates(layout, shape)]
+    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(layout, shape)]
     rank = len(shape)
     k.hooks.barrier(b)                       # the scratch's previous users are done
 
     def start() -> None:
-        asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", [], [barrier])
+        asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", [], [block.barrier])
         asm(b, "fence.mbarrier_init.release.cluster;", [], [])
-        asm(b, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", [], [barrier])
-        asm(b, f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-               f"[$0], [$1, {{{operands}}}], [${rank + 2}];", [], [block, desc, *coords, barrier])
+        asm(b, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {block.nbytes};", [], [block.barrier])
+        for address, at in block.copies(b, coords):
+            asm(b, f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                   f"[$0], [$1, {{{_operands(2, rank)}}}], [${rank + 2}];", [], [address, desc, *at, block.barrier])
     k.when(k.is_thread0(), start)
     k.hooks.barrier(b)                       # the barrier is initialized before anyone waits
-    _wait(k, barrier, 0)
-    memory = lt.memory_type(result.type)
-    k.define(result, [lt.from_memory(b, k.read_shared(index, memory), storage) for index in indices])
+    _wait(k, block.barrier, 0)
+    if block.tile is not None:
+        values = read_registers(k, block.tile, block.offset, layout, shape, storage)
+    else:
+        values = [lt.from_memory(b, k.read_shared(index, memory), storage) for index in indices]
+    k.define(result, values)
 
 
 def _wait(k: GPUKernel, barrier: ir.Value, parity: int) -> None:
@@ -89,21 +115,25 @@ def lower_store(k: GPUKernel, op: Any) -> None:
     value = op.value
     shape = shape_of(value)
     dist = k.tensor(value)
-    nbytes = numel(shape) * lt.byte_size(lt.memory_type(value.type))
     b = k.b
-    block, _ = _scratch(k, nbytes)
+    block = _block(k, shape, lt.byte_size(lt.memory_type(value.type)))
     desc = k.scalar(op.desc)
-    coords, operands = _coordinates(k, op.offsets, 1)
-    indices = [k.linear(c, shape) for c in k.coordinates(dist.layout, shape)]
+    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    rank = len(shape)
+    indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(dist.layout, shape)]
     k.hooks.barrier(b)
-    for index, element in zip(indices, dist.values):
-        k.write_shared(index, element)
+    if block.tile is not None:
+        store_registers(k, dist, block.tile, block.offset)
+    else:
+        for index, element in zip(indices, dist.values):
+            k.write_shared(index, element)
     asm(b, "fence.proxy.async.shared::cta;", [], [])
     k.hooks.barrier(b)
 
     def send() -> None:
-        asm(b, f"cp.async.bulk.tensor.{len(shape)}d.global.shared::cta.tile.bulk_group "
-               f"[$0, {{{operands}}}], [${len(coords) + 1}];", [], [desc, *coords, block])
+        for address, at in block.copies(b, coords):
+            asm(b, f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
+                   f"[$0, {{{_operands(1, rank)}}}], [${rank + 1}];", [], [desc, *at, address])
         asm(b, "cp.async.bulk.commit_group;", [], [])
         asm(b, "cp.async.bulk.wait_group.read 0;", [], [])
     k.when(k.is_thread0(), send)
