@@ -69,8 +69,10 @@ except ImportError:
 FRAMEWORKS = ("naiad", "triton")
 
 HEADERS = {
-    "naiad": "import naiad as triton\nimport naiad.language as tl\n",
-    "triton": "import triton\nimport triton.language as tl\n",
+    "naiad": "import naiad as triton\nimport naiad.language as tl\n"
+             "from naiad.runtime.tensor_descriptor import TensorDescriptor\n",
+    "triton": "import triton\nimport triton.language as tl\n"
+              "from triton.tools.tensor_descriptor import TensorDescriptor\n",
 }
 
 KERNELS = '''
@@ -189,6 +191,27 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+@triton.jit
+def descriptor_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                             GROUP_SIZE_M: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_SIZE_K):
+        a = a_desc.load([pid_m * BLOCK_SIZE_M, k])
+        b = b_desc.load([k, pid_n * BLOCK_SIZE_N])
+        acc = tl.dot(a, b, acc)
+    c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -312,6 +335,17 @@ def launch_matmul(k, a, b, config, out):
         ACC_TYPE=acc, num_warps=warps, num_stages=stages)
 
 
+def launch_descriptor_matmul(k, a, b, config, out):
+    """The same matmul through host tensor descriptors (each framework's ``TensorDescriptor``)."""
+    (m, kk), n = a.shape, b.shape[1]
+    bm, bn, bk, warps, stages = config
+    descriptor = k.TensorDescriptor.from_tensor
+    k.descriptor_matmul_kernel[(naiad.cdiv(m, bm) * naiad.cdiv(n, bn),)](
+        descriptor(a, [bm, bk]), descriptor(b, [bk, bn]), descriptor(out, [bm, bn]), m, n, kk,
+        BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, num_warps=warps,
+        num_stages=stages)
+
+
 def launch_attention(k, q, kk, v, config, out):
     """The online-softmax forward kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages, causal)."""
     z, h, n_ctx, d = q.shape
@@ -415,6 +449,9 @@ MATMUL_CONFIGS = {    # (M, N, K, dtype, B transposed, (BLOCK_M, BLOCK_N, BLOCK_
     "matmul_m16": (16, 8192, 8192, "float16", False, (16, 128, 128, 4, 4)),
     "matmul_m64": (64, 8192, 8192, "float16", False, (64, 128, 128, 4, 4)),
     "matmul_m128": (128, 8192, 8192, "float16", False, (128, 128, 64, 4, 4)),
+    # the same, through host tensor descriptors (TMA on sm_90)
+    "matmul_desc_fp16_4096": (4096, 4096, 4096, "float16", False, (128, 128, 64, 4, 3)),
+    "matmul_desc_fp16_8192": (8192, 8192, 8192, "float16", False, (128, 256, 64, 8, 3)),
 }
 
 
@@ -442,10 +479,13 @@ def make_matmul(name: str, quick: bool) -> Workload:
             return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
         return (a @ b).to(torch.float16)
 
-    title = (f"matmul {dtype} {m}x{n}x{kk}{' (B K-major)' if transposed else ''} "
+    descriptors = name.startswith("matmul_desc")
+    title = (f"matmul{' (descriptors)' if descriptors else ''} {dtype} {m}x{n}x{kk}"
+             f"{' (B K-major)' if transposed else ''} "
              f"{config[0]}x{config[1]}x{config[2]} w{config[3]} s{config[4]}")
     tolerance = 0.0 if kind == torch.int8 else 3e-2
-    return Workload(title, 0, (a, b, config), out, launch_matmul, reference, rtol=tolerance,
+    launch = launch_descriptor_matmul if descriptors else launch_matmul
+    return Workload(title, 0, (a, b, config), out, launch, reference, rtol=tolerance,
                     atol=tolerance * math.sqrt(kk), goal=(">=", 1.0), flops=2 * m * n * kk)
 
 

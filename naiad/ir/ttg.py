@@ -15,7 +15,7 @@ elements outside the tensor read as the map's fill and are not written.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import I32, IntegerAttr, StringAttr, TensorType, i32
+from xdsl.dialects.builtin import I32, IntegerAttr, StringAttr, TensorType, i1, i32
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def,
                        result_def, traits_def, var_operand_def)
@@ -101,5 +101,35 @@ class TensorMapStoreOp(IRDLOperation):
                                   f"block needs one offset per dimension")
 
 
+@irdl_op_definition
+class AsyncTensorMapLoadOp(IRDLOperation):
+    """``ttng.tensor_map_load(desc, offsets)`` staged by the pipelining pass: copied by the copy
+    engine into slot ``slot`` of ring ``ring`` when ``valid`` (an iteration past the loop's end
+    copies nothing), completing phase ``phase`` (0 or 1) of the slot's mbarrier, which the
+    dots reading the value wait for.  Used only as tensor-core dot operands, as
+    ``ttg.async_load``."""
+
+    name = "ttng.async_tensor_map_load"
+
+    desc = operand_def(PtrLike)
+    offsets = var_operand_def(I32)
+    valid = operand_def(i1)
+    slot = operand_def(I32)
+    phase = operand_def(I32)
+    result = result_def(TensorType)
+    ring = prop_def(StringAttr)
+    stages = prop_def(IntegerAttr)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$desc `[` $offsets `]` `if` $valid `slot` $slot `phase` $phase attr-dict `:` "
+                       "type($desc) `->` type($result)")
+
+    def __init__(self, desc: SSAValue, offsets: list[SSAValue], valid: SSAValue, slot: SSAValue,
+                 phase: SSAValue, result_type: TensorType, ring: str, stages: int):
+        super().__init__(operands=[desc, offsets, valid, slot, phase], result_types=[result_type],
+                         properties={"ring": StringAttr(ring), "stages": IntegerAttr(stages, i32)})
+
+
 TTG = Dialect("ttg", [AsyncLoadOp])
-TTNG = Dialect("ttng", [TensorMapLoadOp, TensorMapStoreOp])
+TTNG = Dialect("ttng", [TensorMapLoadOp, TensorMapStoreOp, AsyncTensorMapLoadOp])

@@ -260,3 +260,83 @@ def test_new_tensors_get_new_maps(gpu):
         scale_kernel[(naiad.cdiv(rows, 64), 1)](TensorDescriptor.from_tensor(a, [64, 64]),
                                                 TensorDescriptor.from_tensor(out, [64, 64]), BM=64, BN=64)
         torch.testing.assert_close(out, a * 2, rtol=0, atol=0)
+
+
+# == pipelined: dot operands through rings of the copy engine's copies ==============================
+@naiad.jit
+def descriptor_matmul_kernel(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr,
+                             BK: tl.constexpr, B_TRANSPOSED: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros([BM, BN], tl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([m, k])
+        if B_TRANSPOSED:
+            b = b_desc.load([n, k]).T
+        else:
+            b = b_desc.load([k, n])
+        acc = tl.dot(a, b, acc)
+    c_desc.store([m, n], acc.to(c_desc.dtype))
+
+
+def _matmul_kernel(element, bm, bn, bk, transposed, stages=3, warps=4):
+    b_block = (bn, bk) if transposed else (bk, bn)
+    signature = {"a_desc": f"tensordesc<{element}[{bm}, {bk}]>",
+                 "b_desc": f"tensordesc<{element}[{b_block[0]}, {b_block[1]}]>",
+                 "c_desc": f"tensordesc<fp16[{bm}, {bn}]>", "K": "i32"}
+    attrs = {**_aligned_parts(0, 1, 2), "K": D16}
+    source = ASTSource(descriptor_matmul_kernel, signature,
+                       {"BM": bm, "BN": bn, "BK": bk, "B_TRANSPOSED": transposed}, attrs)
+    return naiad.compile(source, target=GPUTarget("cuda", 90, 32),
+                         options={"num_warps": warps, "num_stages": stages})
+
+
+@pytest.mark.parametrize("element, bm, bn, bk, transposed", [
+    ("fp16", 128, 128, 64, False), ("fp16", 128, 128, 64, True), ("bf16", 64, 256, 32, False),
+    ("fp8e4nv", 128, 128, 128, True),
+])
+def test_dot_operands_of_descriptors_are_pipelined_through_the_copy_engine(element, bm, bn, bk, transposed):
+    """Each operand's loads become a ring of ``num_stages`` slots that the copy engine fills
+    ahead (one thread issues each tile's copies, one per swizzle atom), and the dots wait on
+    the slot's mbarrier phase -- no cp.async."""
+    kernel = _matmul_kernel(element, bm, bn, bk, transposed)
+    ttgir, ptx = kernel.asm["ttgir"], kernel.asm["ptx"]
+    assert ttgir.count("ttng.async_tensor_map_load") == 6          # 2 prologue + 1 in the loop, each
+    assert "cp.async.cg" not in ptx and "cp.async.wait_group" not in ptx
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx and "wgmma.mma_async" in ptx
+    assert "ld.global" not in ptx and ".local" not in ptx
+    _check_binary(kernel)
+
+
+def test_fp8_operands_summed_along_rows_stay_ordinary():
+    """wgmma reads 8-bit operands K-major only: an fp8 B tile whose rows run along N cannot be
+    the copy engine's (its geometry is the tensor's) and stays an ordinary load, while A still
+    goes through a ring of the engine's copies."""
+    kernel = _matmul_kernel("fp8e4nv", 128, 128, 128, False)
+    ttgir = kernel.asm["ttgir"]
+    assert ttgir.count("ttng.async_tensor_map_load") == 3 and "ttng.tensor_map_load " not in ttgir
+    assert "tt.load" in ttgir and len(kernel.metadata["tensor_maps"]) == 2      # A and C
+    _check_binary(kernel)
+
+
+@pytest.mark.parametrize("element", ["fp16", "bf16"])
+@pytest.mark.parametrize("m, n, k, transposed, stages", [(256, 256, 512, False, 3), (200, 136, 320, True, 4),
+                                                         (128, 128, 64, False, 2), (64, 128, 96, True, 3)])
+def test_descriptor_matmuls_on_the_gpu(gpu, element, m, n, k, transposed, stages):
+    """Against torch: edge tiles (M, N and K not multiples of the blocks read zeros past the
+    end), loops shorter than the pipeline, a transposed B."""
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    dtype = getattr(torch, _TORCH_DTYPES[element])
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(n, k, device="cuda").to(dtype) if transposed else torch.randn(k, n, device="cuda").to(dtype)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    bm, bn, bk = 128, 128, 64
+    b_block = [bn, bk] if transposed else [bk, bn]
+    kernel = descriptor_matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](
+        TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, b_block),
+        TensorDescriptor.from_tensor(c, [bm, bn]), k, BM=bm, BN=bn, BK=bk, B_TRANSPOSED=transposed,
+        num_stages=stages)
+    assert "ttng.async_tensor_map_load" in kernel.asm["ttgir"]
+    expected = (a.float() @ (b.float().T if transposed else b.float())).half()
+    torch.testing.assert_close(c, expected, rtol=2e-2, atol=2e-1)

@@ -22,6 +22,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
+from naiad.backends.cuda import tma
 from naiad.backends.cuda.dot_operands import readers_of_use
 from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
 from naiad.codegen import llvm_types as lt
@@ -31,7 +32,7 @@ from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, shape_of
 from naiad.codegen.gpu.ops_control import Carried
 from naiad.backends.cuda.ptx_asm import asm
 from naiad.ir import tt
-from naiad.ir.ttg import AsyncLoadOp
+from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp
 from naiad.passes.constants import splat_value
 from naiad.passes.effects import Effect, effect_of
 
@@ -64,21 +65,26 @@ class Ring:
 
 @dataclasses.dataclass(frozen=True)
 class Staged(Carried):
-    """A tile in a slot of a ring: ``offset`` is the slot's byte in shared memory (an i32)."""
+    """A tile in a slot of a ring: ``offset`` is the slot's byte in shared memory (an i32).
+    A tile the copy engine brings (`naiad.backends.cuda.tma`) also has the shared address of
+    the slot's mbarrier and the phase (0 or 1) its copy completes: what a reader waits for."""
 
-    ring: Ring
+    ring: Any
     offset: ir.Value
     #: The ring's tile as this value reads it: transposed, for a ``tt.trans`` of a staged tile.
     tile: Any
+    barrier: ir.Value | None = None
+    phase: ir.Value | None = None
 
     def carried_values(self) -> list[ir.Value]:
-        return [self.offset]
+        return [self.offset] if self.barrier is None else [self.offset, self.barrier, self.phase]
 
     def rebuilt(self, values: list[ir.Value]) -> "Staged":
-        return Staged(self.ring, values[0], self.tile)
+        return dataclasses.replace(self, offset=values[0], **(
+            {} if self.barrier is None else {"barrier": values[1], "phase": values[2]}))
 
     def transposed(self) -> "Staged":
-        return Staged(self.ring, self.offset, self.tile.transposed())
+        return dataclasses.replace(self, tile=self.tile.transposed())
 
 
 def copy_vector(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple[int, int]) -> int:
@@ -133,9 +139,11 @@ def prepare(k: GPUKernel) -> None:
     the end of the loop that carries it (rings whose loops follow one another share memory)."""
     spans: dict[str, list[Any]] = {}
     for op in k.func_op.walk():
-        if isinstance(op, AsyncLoadOp):
+        if isinstance(op, (AsyncLoadOp, AsyncTensorMapLoadOp)):
             spans.setdefault(op.ring.data, []).extend(_live_span(op))
     for op in k.func_op.walk():
+        if isinstance(op, AsyncTensorMapLoadOp) and ("ring", op.ring.data) not in k.state:
+            k.state[("ring", op.ring.data)] = tma.map_ring(k, op, _consumer(op.results[0]), spans[op.ring.data])
         if not isinstance(op, AsyncLoadOp) or ("ring", op.ring.data) in k.state:
             continue
         result = op.results[0]
@@ -152,7 +160,7 @@ def prepare(k: GPUKernel) -> None:
         k.state[("ring", op.ring.data)] = Ring(tile, base, stages, layout, vector)
 
 
-def _live_span(op: AsyncLoadOp) -> list[Any]:
+def _live_span(op: Any) -> list[Any]:
     """The ops of ``op``'s block from ``op`` on to the last one that holds a use of its value
     (a loop carrying it, or a later loop whose dots read the same tile: a tile hoisted out of
     two loops lives through both); while they are lowered its ring is live.  A load inside a
@@ -185,6 +193,14 @@ def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
     copy_global(k, pointers, masks, layout, shape, ring.vector, ring.tile, offset)
     asm(b, "cp.async.commit_group;", [], [])
     k.env[result] = Staged(ring, offset, ring.tile)
+
+
+def lower_async_map_load(k: GPUKernel, op: AsyncTensorMapLoadOp) -> None:
+    """The copy engine's copies into the slot; the value is the slot, with its mbarrier and
+    the phase its copies complete."""
+    offset, barrier = tma.start_slot(k, op)
+    ring = k.state[("ring", op.ring.data)]
+    k.env[op.results[0]] = Staged(ring, offset, ring.tile, barrier, k.scalar(op.phase))
 
 
 def drain(k: GPUKernel, loop: scf.ForOp) -> None:
@@ -258,9 +274,13 @@ def in_registers(k: GPUKernel, value: Any, layout: L.Layout) -> Any:
 
 def wait(k: GPUKernel, operands: list[Any], pending: int) -> None:
     """Wait for the copies of ``operands``: those of a deferred load were just issued (commit
-    them, wait for all); a staged tile's group is older than ``pending`` later ones."""
+    them, wait for all); a staged tile's group is older than ``pending`` later ones; a tile
+    of the copy engine's has its mbarrier's phase."""
     if any(isinstance(o, DeferredLoad) for o in operands):
         asm(k.b, "cp.async.commit_group;", [], [])
         asm(k.b, "cp.async.wait_group 0;", [], [])
-    elif any(isinstance(o, Staged) for o in operands):
+    elif any(isinstance(o, Staged) and o.barrier is None for o in operands):
         asm(k.b, f"cp.async.wait_group {pending};", [], [])
+    for o in operands:
+        if isinstance(o, Staged) and o.barrier is not None:
+            tma.wait(k, o.barrier, o.phase)

@@ -19,6 +19,12 @@ loop values it depends on must follow a recurrence of their own (``ptrs += step`
 pass runs ahead, ``S - 1`` iterations in front of the loop's own.  Loads of iterations past the
 loop's end are masked off.  Each dot that takes pipelined operands gets ``ttg.pipeline_wait``,
 the number of later copy groups that may still be in flight when it starts.
+
+A ``ttng.tensor_map_load`` (a descriptor's load that the copy engine can make,
+`naiad.backends.cuda.tensor_maps`) is staged the same way, as ``ttng.async_tensor_map_load``:
+its slot fills with the engine's copies and completes a phase of the slot's mbarrier, which
+the dots wait for; the loop carries the phase the next copies complete (it flips each time the
+slots wrap around), and such loads commit no ``cp.async`` group.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, one_tile_serves, readers
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
+from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.ir import arith, tt
-from naiad.ir.ttg import AsyncLoadOp
+from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp
 from naiad.ir.types import element_type, is_tensor
 from naiad.passes.constants import splat_value
 from naiad.passes.effects import is_pure
@@ -53,8 +60,11 @@ def pipeline(func: Any, num_stages: int) -> bool:
     return changed
 
 
+_STAGED = (AsyncLoadOp, AsyncTensorMapLoadOp)
+
+
 def _count(func: Any) -> int:
-    return sum(1 for op in func.walk() if isinstance(op, AsyncLoadOp))
+    return sum(1 for op in func.walk() if isinstance(op, _STAGED))
 
 
 class _Slice:
@@ -100,6 +110,30 @@ def _staged_readers(load: tt.LoadOp, info: dict) -> list[Reader] | None:
     return found
 
 
+def _map_readers(load: TensorMapLoadOp) -> list[Reader] | None:
+    """The wgmma dots that would read a tensor-map load's tile, when the copy engine's
+    geometry (`tensor_maps.copy_geometry`: swizzled along the block's last dimension) is one
+    they read: K-major, or N-major for 16-bit elements, which wgmma reads transposed; None
+    otherwise."""
+    result = load.results[0]
+    shape = tuple(result.type.get_shape())
+    element = lt.byte_size(lt.memory_type(result.type))
+    found = readers(result)
+    if len(shape) != 2 or found is None or not one_tile_serves(found, element) or \
+            not copy_geometry(shape, element)[0]:
+        return None
+    if not all(mma_version(r.dot) == 3 and (element == 2 or r.k_dim == 1) for r in found):
+        return None
+    return found
+
+
+def _loads_of(load: Any) -> list[SSAValue]:
+    """The values a load's address comes from: its pointers and mask, or a map load's offsets."""
+    if isinstance(load, TensorMapLoadOp):
+        return list(load.offsets)
+    return [v for v in (load.ptr, load.mask) if v is not None]
+
+
 def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
     """Whether the lowering can copy ``load`` into a tile that ``dot`` reads summing over the
     load's dimension ``k_dim``: 16-byte (at least 4-byte) chunks along the dimension its
@@ -125,13 +159,13 @@ def _candidates(body: Block, info: dict) -> tuple[list[tt.LoadOp], set[BlockArgu
     """The loads to pipeline and the carried values their recurrences run ahead."""
     loads = []
     for op in body.ops:
-        if isinstance(op, tt.LoadOp):
-            found = _staged_readers(op, info)
+        if isinstance(op, (tt.LoadOp, TensorMapLoadOp)):
+            found = _map_readers(op) if isinstance(op, TensorMapLoadOp) else _staged_readers(op, info)
             if found is not None and all(r.dot.parent_block() is body for r in found):
                 loads.append(op)
     yields = body.last_op
     while True:
-        slices = {load: _Slice(body, [v for v in (load.ptr, load.mask) if v is not None]) for load in loads}
+        slices = {load: _Slice(body, _loads_of(load)) for load in loads}
         loads = [load for load in loads if slices[load].ok]
         recurrences = set().union(*(slices[load].carried for load in loads)) if loads else set()
         bad = set()
@@ -171,11 +205,15 @@ def _iteration(before: Operation, loop: scf.ForOp, base: SSAValue, ahead: int) -
     return base, _insert(before, arith.CmpiOp(base, loop.ub, "slt"))
 
 
-def _async_load(load: tt.LoadOp, mapping: dict, valid: SSAValue, slot: SSAValue, ring: str,
-                stages: int, body: Block, before: Operation) -> SSAValue:
-    """``load`` for another iteration (its sources through ``mapping``), staged in ``slot``;
-    off where ``valid`` is false."""
-    _clone(_Slice(body, [v for v in (load.ptr, load.mask) if v is not None]).ops, mapping, before)
+def _async_load(load: Any, mapping: dict, valid: SSAValue, slot: SSAValue, phase: SSAValue,
+                ring: str, stages: int, body: Block, before: Operation) -> SSAValue:
+    """``load`` for another iteration (its sources through ``mapping``), staged in ``slot``
+    (completing ``phase`` of its mbarrier, for a map load); off where ``valid`` is false."""
+    _clone(_Slice(body, _loads_of(load)).ops, mapping, before)
+    if isinstance(load, TensorMapLoadOp):
+        offsets = [mapping.get(o, o) for o in load.offsets]
+        return _insert(before, AsyncTensorMapLoadOp(load.desc, offsets, valid, slot, phase,
+                                                    load.results[0].type, ring, stages))
     ptr = mapping.get(load.ptr, load.ptr)
     shape = load.results[0].type.get_shape()
     mask = _insert(before, tt.SplatOp(valid, shape))
@@ -193,13 +231,13 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
     once, as a one-slot ``ttg.async_load``, rather than being stored there again in every
     iteration."""
     changed = False
-    for load in [op for op in loop.parent_block().ops if isinstance(op, tt.LoadOp)]:
-        found = _staged_readers(load, info)
+    for load in [op for op in loop.parent_block().ops if isinstance(op, (tt.LoadOp, TensorMapLoadOp))]:
+        found = _map_readers(load) if isinstance(load, TensorMapLoadOp) else _staged_readers(load, info)
         if found is None or not any(loop.is_ancestor(r.dot) for r in found):
             continue
         zero = _constant(load, 0, i32)
         valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
-        staged = _async_load(load, {}, valid, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
+        staged = _async_load(load, {}, valid, zero, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
                              load.parent_block(), load)
         load.results[0].replace_all_uses_with(staged)
         load.detach()
@@ -209,7 +247,7 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
 
 
 def _count_ops(loop: scf.ForOp) -> int:
-    return sum(1 for op in loop.parent_block().ops if isinstance(op, AsyncLoadOp))
+    return sum(1 for op in loop.parent_block().ops if isinstance(op, _STAGED))
 
 
 def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -> bool:
@@ -226,28 +264,31 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
     # -- prologue: the loads of iterations 0 .. ahead-1, the recurrences run ahead
     values = {arg: loop.iter_args[arg.index - 1] for arg in recurrences}
     prologue: list[list[SSAValue]] = [[] for _ in loads]
+    phase0 = _constant(loop, 0, i32)
     for j in range(ahead):
         iv, valid = _iteration(loop, loop, loop.lb, j)
         mapping: dict[SSAValue, SSAValue] = {body.args[0]: iv, **values}
         slot = _constant(loop, j, i32)
         for f, load in enumerate(loads):
-            prologue[f].append(_async_load(load, dict(mapping), valid, slot, rings[f], stages, body, loop))
+            prologue[f].append(_async_load(load, dict(mapping), valid, slot, phase0, rings[f], stages,
+                                           body, loop))
         step: dict[SSAValue, SSAValue] = dict(mapping)
         for arg in recurrences:
             _clone(updates[arg].ops, step, loop)
         values = {arg: step.get(yields.operands[arg.index - 1], yields.operands[arg.index - 1])
                   for arg in recurrences}
-    # -- the new loop: the old carried values, the recurrences ahead, the staged loads, the slot
+    # -- the new loop: the old carried values, the recurrences ahead, the staged loads, the
+    # slot the next copies go to and the phase they complete (0 until the slots wrap around)
     inits = list(loop.iter_args) + [values[arg] for arg in recurrences] + \
-        [v for row in prologue for v in row] + [_constant(loop, ahead % stages, i32)]
+        [v for row in prologue for v in row] + [_constant(loop, ahead % stages, i32), phase0]
     block = Block(arg_types=[a.type for a in body.args] + [values[a].type for a in recurrences] +
-                  [v.type for row in prologue for v in row] + [i32])
+                  [v.type for row in prologue for v in row] + [i32, i32])
     for old, new in zip(body.args, block.args):
         old.replace_all_uses_with(new)
     n_old = len(body.args)
     future = dict(zip(recurrences, block.args[n_old:n_old + len(recurrences)]))
-    staged = block.args[n_old + len(recurrences):-1]
-    slot = block.args[-1]
+    staged = block.args[n_old + len(recurrences):-2]
+    slot, phase = block.args[-2], block.args[-1]
     for op in list(body.ops):
         op.detach()
         block.add_op(op)
@@ -259,7 +300,7 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
     # the loads of iteration t + ahead, at the end of the body
     iv_ahead, valid = _iteration(new_yield, loop, block.args[0], ahead)
     mapping = {block.args[0]: iv_ahead, **{block.args[arg.index]: future[arg] for arg in recurrences}}
-    issued = [_async_load(load, dict(mapping), valid, slot, rings[f], stages, block, new_yield)
+    issued = [_async_load(load, dict(mapping), valid, slot, phase, rings[f], stages, block, new_yield)
               for f, load in enumerate(loads)]
     step = dict(mapping)
     for arg in recurrences:
@@ -270,8 +311,10 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
     bumped = _insert(new_yield, arith.AddiOp(slot, one))
     wrap = _insert(new_yield, arith.CmpiOp(bumped, _constant(new_yield, stages, i32), "eq"))
     slot_next = _insert(new_yield, arith.SelectOp(wrap, _constant(new_yield, 0, i32), bumped))
+    flipped = _insert(new_yield, arith.XOrIOp(phase, one))
+    phase_next = _insert(new_yield, arith.SelectOp(wrap, flipped, phase))
     operands = list(new_yield.operands) + futures_next + \
-        [v for f in range(len(loads)) for v in carried[f][1:] + [issued[f]]] + [slot_next]
+        [v for f in range(len(loads)) for v in carried[f][1:] + [issued[f]]] + [slot_next, phase_next]
     block.insert_op_before(scf.YieldOp(*operands), new_yield)
     new_yield.detach()
     new_yield.erase()
@@ -285,14 +328,16 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
         old.replace_all_uses_with(new)
     loop.detach()
     loop.erase()
-    _mark_waits(block, carried, ahead)
+    _mark_waits(block, [c for c, load in zip(carried, loads) if isinstance(load, tt.LoadOp)], ahead)
     return True
 
 
 def _mark_waits(block: Block, carried: list[list[SSAValue]], ahead: int) -> None:
     """``ttg.pipeline_wait`` on each dot taking staged values: the copy groups issued after
     those of its own iteration -- the later families of this iteration and the other loads of
-    ``ahead - 1`` later iterations -- may still be in flight."""
+    ``ahead - 1`` later iterations -- may still be in flight.  ``carried``: the values of the
+    families that copy with ``cp.async`` (a map load's copies complete on their mbarrier and
+    commit no group)."""
     families = len(carried)
     first = {values[0]: f for f, values in enumerate(carried)}
     for op in block.ops:

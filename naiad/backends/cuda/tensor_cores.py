@@ -20,7 +20,7 @@ from naiad.codegen.gpu import ops_control, ops_dot
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, Dist, GPUKernel
 from naiad.ir import tt
-from naiad.ir.ttg import AsyncLoadOp, TensorMapLoadOp, TensorMapStoreOp
+from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp, TensorMapStoreOp
 
 
 def lower_dot(k: GPUKernel, op: Any) -> None:
@@ -73,4 +73,5 @@ def lower_for(k: GPUKernel, op: Any) -> None:
 #: them, the pipelined loads, and the copies through tensor maps (TMA).
 RULES = {**SHARED_RULES, tt.DotOp: lower_dot, tt.LoadOp: async_copies.lower_load,
          AsyncLoadOp: async_copies.lower_async_load, scf.ForOp: lower_for, tt.TransOp: lower_trans,
-         TensorMapLoadOp: tma.lower_load, TensorMapStoreOp: tma.lower_store}
+         TensorMapLoadOp: tma.lower_load, TensorMapStoreOp: tma.lower_store,
+         AsyncTensorMapLoadOp: async_copies.lower_async_map_load}

@@ -11,9 +11,10 @@ into ``ttng.tensor_map_load`` / ``ttng.tensor_map_store`` (`naiad.ir.ttg`; lower
 (`naiad.backends.cuda.tensor_map_encoding.TensorMap`, listed in the module's
 ``naiad.tensor_maps`` attribute and from there in the kernel's metadata).
 
-Loads inside loops are left to the block-pointer rewrite: the software pipeliner stages those
-(cp.async rings) and does not know tensor maps yet.  Everything the pass leaves goes the
-portable way (`naiad.passes.block_pointers`).
+Inside loops only loads whose one use is as tensor-core dot operands are taken: the software
+pipeliner stages those through rings of the copy engine's copies (`naiad.backends.cuda.pipeline`);
+other loads in loops stay ordinary (vector loads, whose latency the warps hide).  Everything the
+pass leaves goes the portable way (`naiad.passes.block_pointers`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def use_tensor_maps(module: Any) -> bool:
     for op in list(func.walk()):
         if not isinstance(op, (tt.LoadOp, tt.StoreOp)) or not isinstance(op.ptr.owner, tt.MakeTensorPtrOp):
             continue
-        if isinstance(op, tt.LoadOp) and (op.isVolatile.value.data or _in_loop(op)):
+        if isinstance(op, tt.LoadOp) and (op.isVolatile.value.data or
+                                          (_in_loop(op) and not _staged_operand(op.results[0]))):
             continue
         found = _describe(func, axis, op.ptr.owner, _fill(op), isinstance(op, tt.StoreOp))
         if found is None:
@@ -112,6 +114,37 @@ def _in_loop(op: Any) -> bool:
             return True
         parent = parent.parent_op()
     return False
+
+
+def _staged_operand(value: SSAValue) -> bool:
+    """Whether the pipeliner stages ``value`` through the copy engine's rings: every use is
+    as a dot's A or B (directly or through a transpose), and the engine's geometry (rows along
+    the block's last dimension, swizzled) is one wgmma reads -- K-major, or either way for
+    16-bit elements (`naiad.backends.cuda.pipeline`, which checks the same on the TTGIR)."""
+    dims = _summed_dims(value, transposed=False)
+    shape = value.type.get_shape()
+    size = ELEMENT_BYTES.get(_element_name(element_type(value.type)) or "", 0)
+    if not dims or len(shape) != 2 or not copy_geometry(tuple(shape), size)[0]:
+        return False
+    return size == 2 or all(d == 1 for d in dims)
+
+
+def _summed_dims(value: SSAValue, transposed: bool) -> list[int] | None:
+    """The dimension of ``value`` each dot using it sums over; None where a use is not a
+    dot's A or B (directly or through ``tt.trans``)."""
+    dims: list[int] = []
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, tt.TransOp):
+            inner = _summed_dims(user.results[0], not transposed)
+            if inner is None:
+                return None
+            dims += inner
+        elif isinstance(user, tt.DotOp) and use.index < 2:
+            dims.append((1 - use.index) if not transposed else use.index)
+        else:
+            return None
+    return dims
 
 
 def _fill(op: Any) -> str | None:

@@ -17,6 +17,7 @@ dimensions do.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import llvmlite.ir as ir
@@ -56,14 +57,35 @@ class _Block:
         self.tile, self.box, self.nbytes = tile, box, nbytes
 
     def copies(self, b: ir.IRBuilder, coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
-        """(shared address, coordinates innermost first) of each copy: one per swizzle atom."""
-        if self.tile is None:
-            return [(self.address, coords)]
-        step = self.box[-1]
-        atoms = self.tile.shape[1] // step
-        return [(b.add(self.address, _const(a * self.tile.atom_bytes)),
-                 [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]])
-                for a in range(atoms)]
+        return _copies(b, self.tile, self.box, self.address, coords)
+
+
+def _copies(b: ir.IRBuilder, tile: SwizzledTile | None, box: tuple[int, ...], address: ir.Value,
+            coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
+    """(shared address, coordinates innermost first) of each copy of a block at ``address``
+    whose first element is at ``coords``: one per swizzle atom of ``tile`` (one when None)."""
+    if tile is None:
+        return [(address, coords)]
+    step = box[-1]
+    return [(b.add(address, _const(a * tile.atom_bytes)),
+             [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]])
+            for a in range(tile.shape[1] // step)]
+
+
+def _issue(b: ir.IRBuilder, desc: ir.Value, barrier: ir.Value, nbytes: int,
+           copies: list[tuple[ir.Value, list[ir.Value]]]) -> None:
+    """Arm ``barrier`` with the bytes to come and ask the copy engine for each copy."""
+    asm(b, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", [], [barrier])
+    for address, at in copies:
+        rank = len(at)
+        asm(b, f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               f"[$0], [$1, {{{_operands(2, rank)}}}], [${rank + 2}];", [], [address, desc, *at, barrier])
+
+
+def _init_barriers(b: ir.IRBuilder, barriers: list[ir.Value]) -> None:
+    for barrier in barriers:
+        asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", [], [barrier])
+    asm(b, "fence.mbarrier_init.release.cluster;", [], [])
 
 
 def _operands(first: int, count: int) -> str:
@@ -79,19 +101,14 @@ def lower_load(k: GPUKernel, op: Any) -> None:
     desc = k.scalar(op.desc)
     coords = [k.scalar(o) for o in reversed(list(op.offsets))]
     indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(layout, shape)]
-    rank = len(shape)
     k.hooks.barrier(b)                       # the scratch's previous users are done
 
     def start() -> None:
-        asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", [], [block.barrier])
-        asm(b, "fence.mbarrier_init.release.cluster;", [], [])
-        asm(b, f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {block.nbytes};", [], [block.barrier])
-        for address, at in block.copies(b, coords):
-            asm(b, f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                   f"[$0], [$1, {{{_operands(2, rank)}}}], [${rank + 2}];", [], [address, desc, *at, block.barrier])
+        _init_barriers(b, [block.barrier])
+        _issue(b, desc, block.barrier, block.nbytes, block.copies(b, coords))
     k.when(k.is_thread0(), start)
     k.hooks.barrier(b)                       # the barrier is initialized before anyone waits
-    _wait(k, block.barrier, 0)
+    wait(k, block.barrier, _const(0))
     if block.tile is not None:
         values = read_registers(k, block.tile, block.offset, layout, shape, storage)
     else:
@@ -99,14 +116,15 @@ def lower_load(k: GPUKernel, op: Any) -> None:
     k.define(result, values)
 
 
-def _wait(k: GPUKernel, barrier: ir.Value, parity: int) -> None:
-    """Spin until phase ``parity`` of the mbarrier at ``barrier`` has completed."""
+def wait(k: GPUKernel, barrier: ir.Value, parity: ir.Value) -> None:
+    """Spin until the phase of parity ``parity`` (an i32, 0 or 1) of the mbarrier at shared
+    address ``barrier`` has completed."""
     b = k.b
     spin, ready = b.append_basic_block("tma_wait"), b.append_basic_block("tma_ready")
     b.branch(spin)
     b.position_at_end(spin)
     done = asm(b, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; "
-                  "selp.u32 $0, 1, 0, p; }", [lt.I32], [barrier, _const(parity)])
+                  "selp.u32 $0, 1, 0, p; }", [lt.I32], [barrier, parity])
     b.cbranch(b.icmp_unsigned("!=", done, _const(0)), ready, spin)
     b.position_at_end(ready)
 
@@ -138,3 +156,64 @@ def lower_store(k: GPUKernel, op: Any) -> None:
         asm(b, "cp.async.bulk.wait_group.read 0;", [], [])
     k.when(k.is_thread0(), send)
     k.hooks.barrier(b)                       # the scratch is free once the engine has read it
+
+
+# == pipelined loads ================================================================================
+@dataclasses.dataclass(frozen=True)
+class MapRing:
+    """The shared memory of one pipelined map load (`naiad.backends.cuda.pipeline`):
+    ``stages`` slots of ``tile`` from byte ``base``, then an 8-byte mbarrier per slot from byte
+    ``barriers``; ``box`` is what one copy moves."""
+
+    tile: SwizzledTile
+    base: int
+    stages: int
+    barriers: int
+    box: tuple[int, ...]
+
+    @property
+    def slot_bytes(self) -> int:
+        return -(-self.tile.size_bytes // 1024) * 1024
+
+
+def map_ring(k: GPUKernel, op: Any, consumer: tuple[Any, int] | None, span: list[Any]) -> MapRing:
+    """Reserve the ring of ``ttng.async_tensor_map_load`` ``op`` (live while ``span`` is
+    lowered): its tile is the copy engine's swizzled geometry, read by ``consumer`` (the dot and
+    the dimension it sums over)."""
+    result = op.results[0]
+    shape = shape_of(result)
+    element = lt.byte_size(lt.memory_type(result.type))
+    swizzle, box = copy_geometry(tuple(shape), element)
+    if consumer is None or not swizzle:
+        raise NotImplementedError(f"ttng.async_tensor_map_load of {result.type} that no "
+                                  f"tensor-core dot reads from a swizzled tile")
+    tile = SwizzledTile(tuple(shape), 1, consumer[1], element, swizzle)
+    stages = op.stages.value.data
+    slot = -(-tile.size_bytes // 1024) * 1024
+    base = k.reserve_shared(stages * slot + 8 * stages, span, 1024)
+    return MapRing(tile, base, stages, base + stages * slot, box)
+
+
+def start_slot(k: GPUKernel, op: Any) -> tuple[ir.Value, ir.Value]:
+    """The copies of one slot of ``ttng.async_tensor_map_load`` ``op``'s ring: the first thread
+    arms the slot's mbarrier and asks for them, where ``op.valid``; (the slot's byte in shared
+    memory, its mbarrier's shared address).  The ring's first op (a prologue's, before its
+    loop) starts its mbarriers, after a barrier: each entry to the loop finds them at phase 0."""
+    ring: MapRing = k.state[("ring", op.ring.data)]
+    b = k.b
+    smem = b.ptrtoint(k.hooks.shared_base(b), lt.I32)
+    if ("started", op.ring.data) not in k.state:
+        k.state[("started", op.ring.data)] = True
+        barriers = [b.add(smem, _const(ring.barriers + 8 * s)) for s in range(ring.stages)]
+        k.hooks.barrier(b)
+        k.when(k.is_thread0(), lambda: _init_barriers(b, barriers))
+        k.hooks.barrier(b)
+    slot = k.scalar(op.slot)
+    offset = b.add(b.mul(slot, _const(ring.slot_bytes)), _const(ring.base))
+    barrier = b.add(smem, b.add(b.mul(slot, _const(8)), _const(ring.barriers)))
+    desc = k.scalar(op.desc)
+    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    copies = _copies(b, ring.tile, ring.box, b.add(smem, offset), coords)
+    k.when(b.and_(k.is_thread0(), k.scalar(op.valid)),
+           lambda: _issue(b, desc, barrier, ring.tile.size_bytes, copies))
+    return offset, barrier
