@@ -30,7 +30,6 @@ from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu import ops_memory
 from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, shape_of
 from naiad.codegen.gpu.ops_control import Carried
-from naiad.backends.cuda.ptx_asm import asm
 from naiad.ir import tt
 from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp
 from naiad.passes.constants import splat_value
@@ -191,7 +190,7 @@ def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
     pointers = k.tensor(op.ptr, layout).values
     masks = k.tensor(op.mask, layout).values
     copy_global(k, pointers, masks, layout, shape, ring.vector, ring.tile, offset)
-    asm(b, "cp.async.commit_group;", [], [])
+    commit_group(b)
     k.env[result] = Staged(ring, offset, ring.tile)
 
 
@@ -203,12 +202,24 @@ def lower_async_map_load(k: GPUKernel, op: AsyncTensorMapLoadOp) -> None:
     k.env[op.results[0]] = Staged(ring, offset, ring.tile, barrier, k.scalar(op.phase))
 
 
+def commit_group(b: ir.IRBuilder) -> None:
+    """``cp.async.commit_group`` through LLVM's intrinsic (as Triton's PTX has it): LLVM
+    orders it with every memory access, as the inline assembly's clobber did."""
+    b.call(lt.function(b.module, "llvm.nvvm.cp.async.commit.group", lt.VOID, []), [])
+
+
+def wait_group(b: ir.IRBuilder, pending: int) -> None:
+    """``cp.async.wait_group pending`` through LLVM's intrinsic."""
+    b.call(lt.function(b.module, "llvm.nvvm.cp.async.wait.group", lt.VOID, [lt.I32]),
+           [ir.Constant(lt.I32, pending)])
+
+
 def drain(k: GPUKernel, loop: scf.ForOp) -> None:
     """After a pipelined loop: its last copies (for iterations past the end, zero-filling
     their slots) may still be landing, in shared memory the rings give back to what follows
     the loop; every thread waits for its own, then for all the others'."""
     if any(isinstance(op, AsyncLoadOp) for op in loop.body.block.ops):
-        asm(k.b, "cp.async.wait_group 0;", [], [])
+        wait_group(k.b, 0)
         k.hooks.barrier(k.b)
 
 
@@ -277,10 +288,10 @@ def wait(k: GPUKernel, operands: list[Any], pending: int) -> None:
     them, wait for all); a staged tile's group is older than ``pending`` later ones; a tile
     of the copy engine's has its mbarrier's phase."""
     if any(isinstance(o, DeferredLoad) for o in operands):
-        asm(k.b, "cp.async.commit_group;", [], [])
-        asm(k.b, "cp.async.wait_group 0;", [], [])
+        commit_group(k.b)
+        wait_group(k.b, 0)
     elif any(isinstance(o, Staged) and o.barrier is None for o in operands):
-        asm(k.b, f"cp.async.wait_group {pending};", [], [])
+        wait_group(k.b, pending)
     for o in operands:
         if isinstance(o, Staged) and o.barrier is not None:
             tma.wait(k, o.barrier, o.phase)
