@@ -9,11 +9,14 @@ output is stored (`BaseBackend.stage_codec`).  Every stage's output is kept in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import hashlib
 import json
 import os
+import threading
 import time
 import warnings
 from typing import Any
@@ -272,8 +275,49 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     ``src`` is an `ASTSource`, an `IRSource` or the path of an IR file.  Without ``target``,
     the current target of the selected backend's driver is used.  The result comes from the
     on-disk cache when an entry for the same key exists (`naiad.compiler.cache`); stage outputs
-    are dumped and overridden as `naiad.compiler.dump` describes.
+    are dumped and overridden as `naiad.compiler.dump` describes.  Python's collector runs
+    rarely meanwhile (`_rare_collections`).
     """
+    with _rare_collections():
+        return _compile(src, target, options)
+
+
+#: The collector's first threshold while a compile runs (Python's default is 700).
+_COMPILE_GC_THRESHOLD = 100_000
+_gc_lock = threading.Lock()
+_gc_state = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def _rare_collections():
+    """Python's cyclic collector with its first threshold raised to `_COMPILE_GC_THRESHOLD`
+    for the length of the outermost compile (of any thread), restored after it.
+
+    Why: a compile's IR (xDSL ops, llvmlite instructions: tens of thousands of objects) lives
+    for a stage, so at the default threshold young collections promote it to the oldest
+    generation, and once the objects promoted since the last full collection pass a quarter of
+    those there, Python collects everything -- with torch imported, ~200,000 objects, 100-150 ms
+    per full collection, one of them inside every cold matmul compile.  With young collections
+    rare the temporaries die young and only what outlives the compile is promoted.  A collector
+    that is disabled, or whose threshold is already higher, is left alone."""
+    with _gc_lock:
+        if _gc_state["depth"] == 0:
+            threshold = gc.get_threshold()
+            if gc.isenabled() and 0 < threshold[0] < _COMPILE_GC_THRESHOLD:
+                _gc_state["saved"] = threshold
+                gc.set_threshold(_COMPILE_GC_THRESHOLD, *threshold[1:])
+        _gc_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_state["depth"] -= 1
+            if _gc_state["depth"] == 0 and _gc_state["saved"] is not None:
+                gc.set_threshold(*_gc_state["saved"])
+                _gc_state["saved"] = None
+
+
+def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> CompiledKernel:
     from naiad import knobs
 
     if isinstance(src, str):

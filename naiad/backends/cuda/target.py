@@ -56,15 +56,28 @@ def link_libdevice(llir: str, kernel: str) -> Any:
     return module
 
 
+#: The last module `optimize` made, with its text: `emit_ptx` takes it instead of parsing that
+#: same text again (~10 ms for a matmul).  One slot, emptied by its use.
+_optimized: dict[str, tuple[str, Any]] = {}
+
+
 def optimize(module: Any, arch: int, ptx_version: int | None = None) -> str:
+    """``module`` at O3, as text."""
     llvm = _llvm()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(target_machine(arch, ptx_version), tuning)
     builder.getModulePassManager().run(module, builder)
-    return str(module)
+    text = str(module)
+    _optimized["last"] = (text, module)
+    return text
 
 
 def emit_ptx(llir: str, arch: int, ptx_version: int | None = None) -> str:
-    """PTX of at least ``ptx_version`` (the minimum of ``arch`` by default)."""
+    """PTX of at least ``ptx_version`` (the minimum of ``arch`` by default); ``llir`` is parsed
+    unless it is the very text (the same object, not an override's copy) `optimize` returned
+    last."""
     llvm = _llvm()
-    return target_machine(arch, ptx_version).emit_assembly(llvm.parse_assembly(llir))
+    text, module = _optimized.pop("last", (None, None))
+    if text is not llir:
+        module = llvm.parse_assembly(llir)
+    return target_machine(arch, ptx_version).emit_assembly(module)
