@@ -1018,6 +1018,33 @@ class AdvanceOp(IRDLOperation):
             _fail(f"advance of a rank-{rank} block pointer needs {rank} offsets")
 
 
+@irdl_op_definition
+class DescriptorReduceOp(IRDLOperation):
+    """``value`` combined (``kind``: add, min, max...) into the block of the tensor that a
+    block pointer from ``tt.make_tensor_ptr`` names, element by element, atomically; elements
+    outside the tensor are left alone.  The language makes it only for the reductions a
+    backend's options list as native (`naiad.language.tensor_descriptor`: fp16 and bf16 minima
+    and maxima, which the NVIDIA copy engine reduces); other descriptor atomics are element
+    atomics."""
+
+    name = "tt.descriptor_reduce"
+
+    ptr = operand_def(base(PointerType))
+    value = operand_def(TensorType)
+    kind = prop_def(StringAttr)
+
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$ptr `,` $value attr-dict `:` type($ptr) `,` type($value)"
+
+    def __init__(self, ptr: SSAValue, value: SSAValue, kind: str):
+        super().__init__(operands=[ptr, value], properties={"kind": StringAttr(kind)})
+
+    def verify_(self) -> None:
+        if not self.ptr.type.is_block_pointer or self.ptr.type.pointee_type != self.value.type:
+            _fail(f"tt.descriptor_reduce needs a block pointer to {self.value.type}, got {self.ptr.type}")
+
+
 # ---------------------------------------------------------------------------------------
 # Atomics
 # ---------------------------------------------------------------------------------------
@@ -1521,6 +1548,7 @@ TT = Dialect(
         StoreOp,
         MakeTensorPtrOp,
         AdvanceOp,
+        DescriptorReduceOp,
         AtomicRMWOp,
         AtomicCASOp,
         AtomicPollOp,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import I32, IntegerAttr, StringAttr, TensorType, i1, i32
 from xdsl.ir import Dialect, SSAValue
-from xdsl.irdl import (IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def,
-                       result_def, traits_def, var_operand_def)
+from xdsl.irdl import (IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def,
+                       opt_prop_def, prop_def, result_def, traits_def, var_operand_def)
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
@@ -81,19 +81,23 @@ class TensorMapLoadOp(IRDLOperation):
 
 @irdl_op_definition
 class TensorMapStoreOp(IRDLOperation):
-    """``value`` written as the block at ``offsets`` of the tensor that ``desc`` describes."""
+    """``value`` written as the block at ``offsets`` of the tensor that ``desc`` describes, or,
+    with ``reduce`` (add, min, max...), combined into it element by element, atomically."""
 
     name = "ttng.tensor_map_store"
 
     desc = operand_def(PtrLike)
     offsets = var_operand_def(I32)
     value = operand_def(TensorType)
+    reduce = opt_prop_def(StringAttr)
 
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$desc `[` $offsets `]` `,` $value attr-dict `:` type($desc) `,` type($value)"
 
-    def __init__(self, desc: SSAValue, offsets: list[SSAValue], value: SSAValue):
-        super().__init__(operands=[desc, offsets, value])
+    def __init__(self, desc: SSAValue, offsets: list[SSAValue], value: SSAValue, reduce: str | None = None):
+        super().__init__(operands=[desc, offsets, value],
+                         properties={"reduce": StringAttr(reduce) if reduce is not None else None})
 
     def verify_(self) -> None:
         if len(self.offsets) != len(self.value.type.get_shape()):

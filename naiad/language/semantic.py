@@ -725,6 +725,13 @@ class Semantic:
                                        evict=_evict(evict),
                                        boundary_check=self._boundary(ptr, boundary_check)))
 
+    def descriptor_reduce(self, ptr: tensor, value: tensor, kind: str) -> None:
+        """``value`` reduced (``kind``) into the block that block pointer ``ptr`` names
+        (``tt.descriptor_reduce``: a reduction the backend does natively, `tensor_descriptor`)."""
+        block = ptr.dtype.element_ty
+        value = self.cast(value, block.scalar)
+        self.builder.insert(tt.DescriptorReduceOp(ptr.handle, value.handle, kind))
+
     # -- atomics ----------------------------------------------------------------------------------------
     def atomic_rmw(self, op: str, ptr: tensor, val: tensor, mask: tensor | None, sem: Any,
                    scope: Any) -> tensor:

@@ -223,13 +223,21 @@ class tensor_descriptor(aggregate_value):
         return indices
 
     def _atomic(self, op: str, offsets: Any, value: Any) -> None:
+        """Element atomics over the block's elements inside the tensor; a reduction that the
+        backend's options list as native (``descriptor_reductions``: (op, type) pairs, e.g. the
+        fp16 and bf16 minima and maxima of NVIDIA's copy engine) is one ``tt.descriptor_reduce``
+        of the block instead."""
         what = f"atomic_{op}"
         element = dtypes.ty_to_str(self.dtype)
-        if element not in _ATOMIC_TYPES[op]:
+        native = [t for o, t in getattr(current_semantic().options, "descriptor_reductions", ()) if o == op]
+        if element not in _ATOMIC_TYPES[op] and element not in native:
             raise TypeError(f"desc.{what} does not support {self.dtype} elements; it works on "
-                            f"{', '.join(_ATOMIC_TYPES[op])} -- fix: use a descriptor of one of "
-                            f"those types")
+                            f"{', '.join([*_ATOMIC_TYPES[op], *native])} -- fix: use a descriptor "
+                            f"of one of those types")
         value = self._check_block(value, what)
+        if element not in _ATOMIC_TYPES[op]:
+            current_semantic().descriptor_reduce(self._block_pointer(offsets, what), value, op)
+            return
         pointers, mask = self._element_pointers(self._block_indices(self._offsets(offsets, what)))
         _ATOMICS[op](pointers, value, mask=mask)
 

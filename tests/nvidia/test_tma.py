@@ -16,6 +16,7 @@ import naiad
 import naiad.language as tl
 from naiad.backends.compiler import GPUTarget
 from naiad.compiler.compiler import ASTSource
+from naiad.errors import NaiadError
 
 from .conftest import compile_cuda, ptxas_path
 
@@ -340,3 +341,65 @@ def test_descriptor_matmuls_on_the_gpu(gpu, element, m, n, k, transposed, stages
     assert "ttng.async_tensor_map_load" in kernel.asm["ttgir"]
     expected = (a.float() @ (b.float().T if transposed else b.float())).half()
     torch.testing.assert_close(c, expected, rtol=2e-2, atol=2e-1)
+
+
+# == reductions of the copy engine =================================================================
+@naiad.jit
+def reduce_kernel(out_desc, a_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr, KIND: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    rows, cols = m + tl.arange(0, BM)[:, None], n + tl.arange(0, BN)[None, :]
+    value = tl.load(a_ptr + rows * N + cols, mask=(rows < M) & (cols < N), other=0)
+    if KIND == "min":
+        out_desc.atomic_min([m, n], value)
+    else:
+        out_desc.atomic_max([m, n], value)
+
+
+def _reduce_kernel(element, block, kind, target=None, aligned=True):
+    signature = {"out_desc": f"tensordesc<{element}[{block[0]}, {block[1]}]>", "a_ptr": f"*{element}",
+                 "M": "i32", "N": "i32"}
+    attrs = {**(_aligned_parts(0) if aligned else {}), "a_ptr": D16}
+    source = ASTSource(reduce_kernel, signature, {"BM": block[0], "BN": block[1], "KIND": kind}, attrs)
+    return naiad.compile(source, target=target or GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+@pytest.mark.parametrize("element", ["fp16", "bf16"])
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("block", [(8, 32), (1, 1024), (64, 64)])
+def test_16_bit_float_minima_and_maxima_are_copy_engine_reductions(element, kind, block):
+    """fp16 and bf16 ``desc.atomic_min`` / ``atomic_max`` (no element atomic does them) are one
+    ``cp.reduce.async.bulk.tensor`` of the block, as Triton does them on sm_90; a row longer
+    than a box goes in boxes of 256."""
+    ptx = _reduce_kernel(element, block, kind).asm["ptx"]
+    opcode = f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}.tile.bulk_group"
+    assert ptx.count(opcode) == (4 if block == (1, 1024) else 1) and "atom." not in ptx
+
+
+def test_reductions_the_copy_engine_cannot_take_are_refused_with_the_reason():
+    with pytest.raises(NaiadError, match=r"test_tma.py:\d+: desc.atomic_min of .* reduction of the copy "
+                                         r"engine.*16-byte aligned.*fix:"):
+        _reduce_kernel("fp16", (8, 32), "min", aligned=False)
+
+
+def test_other_gpus_refuse_16_bit_float_minima():
+    """Without the copy engine the descriptor's atomics are element atomics, which have no fp16
+    minimum: a compile error, as Triton gives there."""
+    with pytest.raises(NaiadError, match=r"desc.atomic_min does not support fp16"):
+        _reduce_kernel("fp16", (8, 32), "min", target=GPUTarget("cuda", 80, 32))
+
+
+@pytest.mark.parametrize("element", ["fp16", "bf16"])
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("shape, block", [((64, 96), (8, 32)), ((2, 2048), (1, 1024)), ((100, 64), (64, 64))])
+def test_copy_engine_reductions_on_the_gpu(gpu, element, kind, shape, block):
+    torch = gpu
+    from naiad.runtime.tensor_descriptor import TensorDescriptor
+
+    dtype = getattr(torch, _TORCH_DTYPES[element])
+    out = torch.randn(shape, device="cuda").to(dtype)
+    a = torch.randn(shape, device="cuda").to(dtype)
+    expected = torch.minimum(out, a) if kind == "min" else torch.maximum(out, a)
+    grid = (naiad.cdiv(shape[0], block[0]), naiad.cdiv(shape[1], block[1]))
+    reduce_kernel[grid](TensorDescriptor.from_tensor(out, list(block)), a, shape[0], shape[1],
+                        BM=block[0], BN=block[1], KIND=kind)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)

@@ -24,6 +24,9 @@ from naiad.backends.cuda.knobs import KNOBS
 
 DOT_PRECISIONS = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
 
+#: The descriptor reductions that only the copy engine does (`naiad.backends.cuda.tensor_maps`).
+_COPY_ENGINE_REDUCTIONS = (("min", "fp16"), ("min", "bf16"), ("max", "fp16"), ("max", "bf16"))
+
 
 @dataclasses.dataclass(frozen=True)
 class CUDAOptions(BackendOptions):
@@ -45,6 +48,9 @@ class CUDAOptions(BackendOptions):
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
     instrumentation_mode: str = ""
+    #: Descriptor atomics done as one reduction of the block (op, element type), beyond the
+    #: element atomics every target has: the copy engine's (sm_90 on) fp16/bf16 minima and maxima.
+    descriptor_reductions: tuple = ()
     backend_name: str = "cuda"
     arch: int = 90
 
@@ -86,6 +92,10 @@ class CUDABackend(BaseBackend):
         values.setdefault("debug", knobs.runtime.debug)
         values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
         values["arch"] = int(self.target.arch)
+        if values["arch"] >= 90:
+            values.setdefault("descriptor_reductions", _COPY_ENGINE_REDUCTIONS)
+        if isinstance(values.get("descriptor_reductions"), list):       # from JSON
+            values["descriptor_reductions"] = tuple(tuple(r) for r in values["descriptor_reductions"])
         if isinstance(values.get("allowed_dot_input_precisions"), list):
             values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
         num_warps = values.get("num_warps", 4)

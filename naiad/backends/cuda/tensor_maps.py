@@ -25,6 +25,7 @@ from typing import Any
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (ArrayAttr, BFloat16Type, DictionaryAttr, Float16Type, Float32Type,
                                    Float64Type, FunctionType, IntegerAttr, IntegerType, StringAttr, i8)
+from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import SSAValue
 
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
@@ -55,11 +56,14 @@ def copy_geometry(block: tuple[int, ...], element_bytes: int) -> tuple[int, tupl
     """(swizzle bytes, the box of one copy) for a block: a 2-D block whose rows can be swizzled
     lands as a `SwizzledTile` (the geometry wgmma reads, and free of bank conflicts for the
     reads of any layout), one copy per swizzle atom (the engine's box is then one atom wide);
-    any other block lands row-major, in one copy (swizzle 0)."""
+    any other block lands row-major (swizzle 0), in one copy -- or, a single row longer than a
+    box may be, in copies of `MAX_BOX` elements one after another."""
     if len(block) == 2 and block[0] % 8 == 0:
         width = swizzle_bytes(block[1] * element_bytes)
         if width:
             return width, (block[0], width // element_bytes)
+    if all(extent == 1 for extent in block[:-1]) and block[-1] > MAX_BOX:
+        return 0, (*block[:-1], MAX_BOX)
     return 0, tuple(block)
 
 
@@ -80,13 +84,16 @@ def use_tensor_maps(module: Any) -> bool:
     maps: list[TensorMap] = []
     params: dict[TensorMap, SSAValue] = {}
     for op in list(func.walk()):
-        if not isinstance(op, (tt.LoadOp, tt.StoreOp)) or not isinstance(op.ptr.owner, tt.MakeTensorPtrOp):
+        if not isinstance(op, (tt.LoadOp, tt.StoreOp, tt.DescriptorReduceOp)) or \
+                not isinstance(op.ptr.owner, tt.MakeTensorPtrOp):
+            _refuse_reduce(op)
             continue
         if isinstance(op, tt.LoadOp) and (op.isVolatile.value.data or
                                           (_in_loop(op) and not _staged_operand(op.results[0]))):
             continue
-        found = _describe(func, axis, op.ptr.owner, _fill(op), isinstance(op, tt.StoreOp))
+        found = _describe(func, axis, op.ptr.owner, _fill(op), not isinstance(op, tt.LoadOp))
         if found is None:
+            _refuse_reduce(op)
             continue
         if found not in params:
             params[found] = _add_parameter(func)
@@ -96,8 +103,11 @@ def use_tensor_maps(module: Any) -> bool:
             new = TensorMapLoadOp(params[found], list(make.offsets), op.results[0].type)
             op.parent_block().insert_op_before(new, op)
             op.results[0].replace_all_uses_with(new.results[0])
-        else:
+        elif isinstance(op, tt.StoreOp):
             new = TensorMapStoreOp(params[found], list(make.offsets), op.value)
+            op.parent_block().insert_op_before(new, op)
+        else:
+            new = TensorMapStoreOp(params[found], list(make.offsets), op.value, op.kind.data)
             op.parent_block().insert_op_before(new, op)
         new.location = getattr(op, "location", None)
         op.detach()
@@ -105,6 +115,19 @@ def use_tensor_maps(module: Any) -> bool:
     if maps:
         module.attributes["naiad.tensor_maps"] = StringAttr(json.dumps([m.to_json() for m in maps]))
     return bool(maps)
+
+
+def _refuse_reduce(op: Any) -> None:
+    """A ``tt.descriptor_reduce`` (a reduction only the copy engine does) that no map can make."""
+    if isinstance(op, tt.DescriptorReduceOp):
+        loc = getattr(op, "location", None)
+        where = f"{loc.filename.data}:{loc.line.data}: " if isinstance(loc, FileLineColLoc) else ""
+        raise NotImplementedError(
+            f"{where}desc.atomic_{op.kind.data} of {op.value.type} blocks is a reduction of the copy "
+            f"engine, and the engine cannot take this descriptor: its base must be 16-byte "
+            f"aligned, its strides (but the last, 1) and its rows multiples of 16 bytes, its shape "
+            f"and strides kernel arguments or constants, and its block one the engine moves -- fix: "
+            f"align the tensor, or reduce into a float32 descriptor")
 
 
 def _in_loop(op: Any) -> bool:
@@ -165,9 +188,11 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
     block = make.result.type.pointee_type
     box = tuple(block.get_shape())
     element = _element_name(element_type(block))
-    if fill is None or element is None or not 1 <= len(box) <= MAX_RANK or max(box) > MAX_BOX:
+    if fill is None or element is None or not 1 <= len(box) <= MAX_RANK:
         return None
     size = ELEMENT_BYTES[element]
+    if max(copy_geometry(box, size)[1]) > MAX_BOX:
+        return None
     total = size
     for extent in box:
         total *= extent

@@ -47,29 +47,33 @@ def _block(k: GPUKernel, shape: tuple[int, ...], element_bytes: int) -> "_Block"
     swizzle, box = copy_geometry(shape, element_bytes)
     tile = SwizzledTile(tuple(shape), 1, 1, element_bytes, swizzle) if swizzle else None
     return _Block(_const(offset), k.b.add(smem, _const(offset)),
-                  k.b.add(smem, _const(k.scratch_start + barrier)), tile, box, nbytes)
+                  k.b.add(smem, _const(k.scratch_start + barrier)), tile, box, tuple(shape),
+                  element_bytes)
 
 
 class _Block:
     def __init__(self, offset: ir.Value, address: ir.Value, barrier: ir.Value, tile: Any,
-                 box: tuple[int, ...], nbytes: int):
+                 box: tuple[int, ...], shape: tuple[int, ...], element_bytes: int):
         self.offset, self.address, self.barrier = offset, address, barrier
-        self.tile, self.box, self.nbytes = tile, box, nbytes
+        self.tile, self.box, self.shape, self.element_bytes = tile, box, shape, element_bytes
+        self.nbytes = numel(shape) * element_bytes
 
     def copies(self, b: ir.IRBuilder, coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
-        return _copies(b, self.tile, self.box, self.address, coords)
+        return _copies(b, self.tile, self.box, self.address, coords, self.shape, self.element_bytes)
 
 
 def _copies(b: ir.IRBuilder, tile: SwizzledTile | None, box: tuple[int, ...], address: ir.Value,
-            coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
-    """(shared address, coordinates innermost first) of each copy of a block at ``address``
-    whose first element is at ``coords``: one per swizzle atom of ``tile`` (one when None)."""
-    if tile is None:
-        return [(address, coords)]
+            coords: list[ir.Value], shape: tuple[int, ...], element_bytes: int
+            ) -> list[tuple[ir.Value, list[ir.Value]]]:
+    """(shared address, coordinates innermost first) of each copy of a block of ``shape`` at
+    ``address`` whose first element is at ``coords``: one per swizzle atom of ``tile``; without
+    a tile, one per ``box`` along the last dimension (more than one only for a single row:
+    `copy_geometry`), one after another."""
     step = box[-1]
-    return [(b.add(address, _const(a * tile.atom_bytes)),
+    pitch = tile.atom_bytes if tile is not None else step * element_bytes
+    return [(b.add(address, _const(a * pitch)) if a else address,
              [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]])
-            for a in range(tile.shape[1] // step)]
+            for a in range(shape[-1] // step)]
 
 
 def _issue(b: ir.IRBuilder, desc: ir.Value, barrier: ir.Value, nbytes: int,
@@ -148,10 +152,13 @@ def lower_store(k: GPUKernel, op: Any) -> None:
     asm(b, "fence.proxy.async.shared::cta;", [], [])
     k.hooks.barrier(b)
 
+    opcode = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta" if op.reduce is None else
+              f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{op.reduce.data}")
+
     def send() -> None:
         for address, at in block.copies(b, coords):
-            asm(b, f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
-                   f"[$0, {{{_operands(1, rank)}}}], [${rank + 1}];", [], [desc, *at, address])
+            asm(b, f"{opcode}.tile.bulk_group [$0, {{{_operands(1, rank)}}}], [${rank + 1}];", [],
+                [desc, *at, address])
         asm(b, "cp.async.bulk.commit_group;", [], [])
         asm(b, "cp.async.bulk.wait_group.read 0;", [], [])
     k.when(k.is_thread0(), send)
@@ -213,7 +220,8 @@ def start_slot(k: GPUKernel, op: Any) -> tuple[ir.Value, ir.Value]:
     barrier = b.add(smem, b.add(b.mul(slot, _const(8)), _const(ring.barriers)))
     desc = k.scalar(op.desc)
     coords = [k.scalar(o) for o in reversed(list(op.offsets))]
-    copies = _copies(b, ring.tile, ring.box, b.add(smem, offset), coords)
+    copies = _copies(b, ring.tile, ring.box, b.add(smem, offset), coords, ring.tile.shape,
+                     ring.tile.element_bytes)
     k.when(b.and_(k.is_thread0(), k.scalar(op.valid)),
            lambda: _issue(b, desc, barrier, ring.tile.size_bytes, copies))
     return offset, barrier
