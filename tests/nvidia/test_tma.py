@@ -77,12 +77,14 @@ def _check_binary(kernel):
 @pytest.mark.parametrize("element, block, swizzle, box", [
     ("fp16", (64, 64), 128, (64, 64)), ("fp32", (32, 16), 64, (32, 16)), ("i8", (16, 64), 64, (16, 64)),
     ("bf16", (8, 256), 128, (8, 64)), ("fp16", (4, 64), 0, (4, 64)), ("fp32", (16, 4), 0, (16, 4)),
+    ("fp32", (1, 1024), 0, (1, 256)),
 ])
 def test_host_descriptors_copy_through_the_copy_engine(element, block, swizzle, box):
     """Both accesses are TMA copies through maps passed by value (``__grid_constant__``: a
     parameter-space address, no local copy), completing on an mbarrier.  A block of 8 rows or
     more whose rows fill a swizzle atom lands swizzled (as wgmma reads it), one copy per atom;
-    any other lands row-major in one copy."""
+    any other lands row-major in one copy, but a single row longer than a box (256), which
+    goes in boxes one after another."""
     kernel = _host_kernel(scale_kernel, element, block, {"BM": block[0], "BN": block[1]})
     ptx = kernel.asm["ptx"]
     assert ptx.count(".param .align 64 .b8") == 2 and ptx.count("cvta.param.u64") == 2
@@ -370,9 +372,12 @@ def test_16_bit_float_minima_and_maxima_are_copy_engine_reductions(element, kind
     """fp16 and bf16 ``desc.atomic_min`` / ``atomic_max`` (no element atomic does them) are one
     ``cp.reduce.async.bulk.tensor`` of the block, as Triton does them on sm_90; a row longer
     than a box goes in boxes of 256."""
-    ptx = _reduce_kernel(element, block, kind).asm["ptx"]
+    kernel = _reduce_kernel(element, block, kind)
+    ptx = kernel.asm["ptx"]
     opcode = f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}.tile.bulk_group"
     assert ptx.count(opcode) == (4 if block == (1, 1024) else 1) and "atom." not in ptx
+    assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    _check_binary(kernel)
 
 
 def test_reductions_the_copy_engine_cannot_take_are_refused_with_the_reason():
