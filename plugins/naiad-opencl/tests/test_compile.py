@@ -81,3 +81,18 @@ def test_the_cli_compiles_for_a_named_device_with_none_present(tmp_path):
     assert done.returncode == 0, done.stderr
     assert struct.unpack("<I", (out / "add.spv").read_bytes()[:4])[0] == SPIRV_MAGIC
     assert json.loads((out / "add.json").read_text())["target"]["backend"] == "opencl"
+
+
+def test_a_module_gives_the_same_spirv_however_many_came_before():
+    """LLVM's SPIR-V back end (llvmlite 0.50) keeps module analysis in static maps holding the
+    addresses of earlier modules' objects: emitted after others were freed, a module came out
+    with ids defined twice, which Intel's runtime crashed on.  `naiad_opencl.spirv` emits each
+    module in a process forked from a clean server; every emission of the same optimized module
+    is then the same binary (in one process, about one in five differed)."""
+    from naiad_opencl.spirv import emit_spirv
+
+    texts = [naiad.compile(ASTSource(softmax_kernel, SIGNATURE, {"BLOCK": block}, {}), target=TARGET).asm["llir"]
+             for block in (64, 256, 1024)]
+    first = [emit_spirv(text) for text in texts]
+    for _ in range(15):
+        assert [emit_spirv(text) for text in texts] == first
