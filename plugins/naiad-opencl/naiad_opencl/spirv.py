@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import concurrent.futures
-import concurrent.futures.process
 import functools
+import os
+import struct
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -39,7 +41,7 @@ def optimize(llir: str) -> str:
 
 
 def emit_spirv(llir: str) -> bytes:
-    """The SPIR-V binary of an optimized module, emitted in a process of its own.
+    """The SPIR-V binary of an optimized module, emitted by a process of its own.
 
     The SPIR-V back end of llvmlite 0.50's LLVM keeps its module analysis in a static member
     (llvm-project issue 160613, fixed upstream by making it a per-pass member) whose maps hold
@@ -47,45 +49,60 @@ def emit_spirv(llir: str) -> bytes:
     module's objects at the same addresses meet the stale entries, and its SPIR-V comes out with
     an id defined twice (measured: 18 of 36 re-emissions of a module after 108 others differed;
     Intel's runtime crashed building such binaries).  So each module is emitted by a process
-    forked from a server that has emitted nothing (multiprocessing's forkserver: a few ms a
-    module); where there is no forkserver (Windows), in this process, one at a time."""
-    pool = _pool()
-    if pool is None:
-        with _emitting:
-            return _emit(llir)
-    try:
-        return pool.submit(_emit, llir).result()
-    except concurrent.futures.process.BrokenProcessPool:
-        _pool.cache_clear()              # the next emission gets a new pool
-        raise NaiadError("LLVM's SPIR-V back end crashed while emitting this kernel (its process "
-                         "died) -- this is a bug in LLVM or in naiad-opencl's LLVM IR; "
-                         "NAIAD_KERNEL_DUMP=1 keeps the module that did it") from None
+    forked from a worker that has emitted nothing (`naiad_opencl.emit_worker`: a few ms a
+    module, no re-import of the user's script); where there is no ``fork`` (Windows), in this
+    process, one at a time."""
+    if not hasattr(os, "fork"):
+        return emit_in_process(llir)
+    return _WORKER.emit(llir)
 
 
-#: LLVM's options are process-wide: one emission at a time changes them (in-process emission).
+#: LLVM's options are process-wide: one emission at a time changes them.
 _emitting = threading.Lock()
 
 
-def _emit(llir: str) -> bytes:
-    """Loop strength reduction is off while the SPIR-V back end runs: in llvmlite 0.50's LLVM
-    it rewrote a loop's address ``((tid >> 2) & 3) * 16 + k`` into one that lost the mask (every
-    work-item past the fourth read the wrong row: an FMA dot's operands).  The option is put
-    back after, for the other targets of the process."""
+def emit_in_process(llir: str) -> bytes:
+    """`emit_spirv` in this process.  Loop strength reduction is off while the SPIR-V back end
+    runs: in llvmlite 0.50's LLVM it rewrote a loop's address ``((tid >> 2) & 3) * 16 + k`` into
+    one that lost the mask (every work-item past the fourth read the wrong row: an FMA dot's
+    operands).  The option is put back after, for the other targets of the process."""
     llvm = _llvm()
-    llvm.set_option("", "-disable-lsr=true")
-    try:
-        return bytes(_machine().emit_object(llvm.parse_assembly(llir)))
-    finally:
-        llvm.set_option("", "-disable-lsr=false")
+    with _emitting:
+        llvm.set_option("", "-disable-lsr=true")
+        try:
+            return bytes(_machine().emit_object(llvm.parse_assembly(llir)))
+        finally:
+            llvm.set_option("", "-disable-lsr=false")
 
 
-@functools.lru_cache(maxsize=None)
-def _pool() -> Any:
-    """One worker process per emission, each forked from a clean server (None without one)."""
-    import multiprocessing
+class _Worker:
+    """The emit worker, started on first use and again after it dies; thread-safe."""
 
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["llvmlite.binding", "naiad_opencl.spirv"])
-    return concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context, max_tasks_per_child=1)
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen | None = None
+
+    def emit(self, llir: str) -> bytes:
+        data = llir.encode()
+        with self._lock:
+            child = self._child
+            if child is None or child.poll() is not None:
+                child = self._child = subprocess.Popen(
+                    [sys.executable, "-m", "naiad_opencl.emit_worker"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE)
+            try:
+                child.stdin.write(struct.pack("<Q", len(data)) + data)
+                child.stdin.flush()
+                status, size = struct.unpack("<BQ", child.stdout.read(9))
+                payload = child.stdout.read(size)
+            except (BrokenPipeError, struct.error, OSError):
+                self._child = None
+                status, payload = 1, b"the SPIR-V emit worker died"
+        if status != 0:
+            raise NaiadError(f"LLVM's SPIR-V back end failed to emit this kernel: "
+                             f"{payload.decode(errors='replace')} -- this is a bug in LLVM or in "
+                             f"naiad-opencl's LLVM IR; NAIAD_KERNEL_DUMP=1 keeps the module")
+        return payload
+
+
+_WORKER = _Worker()

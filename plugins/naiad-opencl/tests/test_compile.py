@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,8 +89,8 @@ def test_a_module_gives_the_same_spirv_however_many_came_before():
     """LLVM's SPIR-V back end (llvmlite 0.50) keeps module analysis in static maps holding the
     addresses of earlier modules' objects: emitted after others were freed, a module came out
     with ids defined twice, which Intel's runtime crashed on.  `naiad_opencl.spirv` emits each
-    module in a process forked from a clean server; every emission of the same optimized module
-    is then the same binary (in one process, about one in five differed)."""
+    module in a process forked from a worker that emitted nothing; every emission of the same
+    optimized module is then the same binary (in one process, about one in five differed)."""
     from naiad_opencl.spirv import emit_spirv
 
     texts = [naiad.compile(ASTSource(softmax_kernel, SIGNATURE, {"BLOCK": block}, {}), target=TARGET).asm["llir"]
@@ -96,3 +98,24 @@ def test_a_module_gives_the_same_spirv_however_many_came_before():
     first = [emit_spirv(text) for text in texts]
     for _ in range(15):
         assert [emit_spirv(text) for text in texts] == first
+
+
+def test_emitting_re_runs_nothing_of_the_users_script(tmp_path):
+    """The emissions' processes are forks of a worker started with ``-m``: a script that
+    compiles kernels at its top level (no ``if __name__ == "__main__"``) runs once."""
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import naiad\n"
+        "from naiad.backends.compiler import GPUTarget\n"
+        "from naiad.compiler.compiler import ASTSource\n"
+        "from test_kernels import softmax_kernel\n"
+        "print('ran', flush=True)\n"
+        "sig = {'out': '*fp32', 'x': '*fp32', 'n': 'i32', 'BLOCK': 'constexpr'}\n"
+        "naiad.compile(ASTSource(softmax_kernel, sig, {'BLOCK': 128}, {}),\n"
+        "              target=GPUTarget('opencl', 'intel-cpu', 16))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path]),
+           "NAIAD_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ran") == 1
