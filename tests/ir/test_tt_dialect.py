@@ -125,6 +125,7 @@ ROUND_TRIPS = {
         %3 = tt.load %1 {boundaryCheck = array<i32: 1>, padding = 2 : i32} : !tt.ptr<tensor<128x64xf16>>
         %4 = tt.load %1 : !tt.ptr<tensor<128x64xf16>>
         tt.store %1, %2 {boundaryCheck = array<i32: 0>} : !tt.ptr<tensor<128x64xf16>>
+        tt.descriptor_reduce %0, %2 {kind = "min"} : !tt.ptr<tensor<128x64xf16>>, tensor<128x64xf16>
     """),
     "block_pointer_address_space": kernel("%arg0: !tt.ptr<i8, 5>, %arg1: i64, %arg2: i32", """
         %0 = tt.make_tensor_ptr %arg0, [%arg1], [%arg1], [%arg2] {order = array<i32: 0>} : !tt.ptr<tensor<64xi8>, 5>

@@ -150,6 +150,20 @@ def test_loads_in_loops_stay_pipelined_and_the_store_after_takes_a_map():
     _check_binary(kernel)
 
 
+def test_the_stage_texts_with_tensor_map_ops_parse_back():
+    """ttng.tensor_map_load / _store (with a reduction too) and ttng.async_tensor_map_load print
+    and parse as themselves: overrides of the TTIR and TTGIR hold them."""
+    from naiad.ir import parse_module, print_module
+
+    texts = [_matmul_kernel("fp16", 128, 128, 64, False).asm["ttgir"],
+             _host_kernel(scale_kernel, "fp16", (64, 64), {"BM": 64, "BN": 64}).asm["ttir"],
+             _reduce_kernel("bf16", (8, 32), "max").asm["ttir"]]
+    assert "ttng.async_tensor_map_load" in texts[0] and 'reduce = "max"' in texts[2]
+    for text in texts:
+        assert print_module(parse_module(text)) == print_module(parse_module(print_module(parse_module(text))))
+        assert print_module(parse_module(text)).count("ttng.") == text.count("ttng.")
+
+
 def test_a_ttir_override_keeps_its_tensor_maps():
     """The maps are the module's attribute: the TTIR text carries them to later stages."""
     kernel = _host_kernel(scale_kernel, "fp16", (64, 64), {"BM": 64, "BN": 64})
