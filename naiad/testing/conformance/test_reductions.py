@@ -134,6 +134,28 @@ def narrow_reduce_kernel(x, total, biggest, n, BLOCK: tl.constexpr):
     tl.store(biggest, tl.max(v, axis=0))
 
 
+@naiad.jit
+def scalar_total_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr, OP: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    if OP == "sum":
+        tl.store(out_ptr, tl.sum(x, axis=0))
+    else:
+        tl.store(out_ptr, tl.max(x, axis=0))
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("num_warps", [1, 2, 4])
+@pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
+def test_scalar_results_of_small_reductions(op, num_warps, block):
+    """A 1-D reduction to a scalar that one thread stores, for blocks smaller than the program's
+    threads (their elements replicated) and larger: every thread's part must reach the result
+    (on one OpenCL runtime the stored value once missed the other lanes')."""
+    x = np.random.default_rng(block).integers(-50, 50, block).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    scalar_total_kernel[(1,)](x, out, BLOCK=block, OP=op, num_warps=num_warps)
+    np.testing.assert_array_equal(out, [x.sum() if op == "sum" else x.max()])
+
+
 @pytest.mark.parametrize("name,sum_type,max_type", [("int8", "int32", "int32"), ("uint8", "uint32", "int32"),
                                                     ("float16", "float16", "float32"),
                                                     ("bfloat16", "bfloat16", "float32")])

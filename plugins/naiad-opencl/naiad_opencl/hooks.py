@@ -55,6 +55,14 @@ class SPIRVHooks(GPUHooks):
         module = fn.module
         fn.set_metadata("intel_reqd_sub_group_size", module.add_metadata([ir.Constant(lt.I32, self.warp_size)]))
 
+    def scalar_store_owner(self, k: Any) -> ir.Value | None:
+        """Every work-item stores a scalar (the same value to the same address).  Behind a
+        first-work-item branch, Intel's CPU runtime ran the sub-group shuffles that computed the
+        value (a reduction's butterfly, used nowhere else) inside the branch, with the other
+        lanes inactive: each shuffle gave the lane's own value, and ``tl.sum`` of 16 elements
+        with one warp came out as 4x one lane's part (Triton's test_reduce1d: 92 cases)."""
+        return None
+
     # -- ids, synchronization, shuffles, shared memory ----------------------------------------
     def _builtin(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value],
                  convergent: bool = False) -> ir.Value:
