@@ -207,12 +207,6 @@ class GPUHooks(TargetHooks):
         ``address`` under ``policy`` (from `access_policy`)."""
         raise self._missing("load_with_policy")
 
-    def scalar_store_owner(self, k: Any) -> ir.Value | None:
-        """Which threads store a scalar (a value every thread of the program holds alike): the
-        i1 that picks them, or None for all of them (the same value to the same address).
-        Default: the first thread, one store."""
-        return k.is_thread0()
-
     def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
                           nbytes: int, mask: ir.Value | None) -> None:
         """One store of ``value`` at the i64 ``address`` under ``policy``, where the i1

@@ -99,8 +99,8 @@ def _store(k: GPUKernel, op: Any) -> None:
     if not is_tensor(op.ptr):
         mask = k.scalar(op.mask) if op.mask is not None else None
         address, value = k.scalar(op.ptr), lt.to_memory(k.b, k.scalar(op.value))
-        owner = k.hooks.scalar_store_owner(k)
-        condition = mask if owner is None else k.b.and_(owner, mask) if mask is not None else owner
+        owner = k.is_thread0()
+        condition = k.b.and_(owner, mask) if mask is not None else owner
         _write(k, address, value, nbytes, policy, condition)
         return
     layout = k.layout_of(op.ptr)

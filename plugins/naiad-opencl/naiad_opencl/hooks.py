@@ -19,6 +19,7 @@ import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.gpu.kernel import is_tensor
 from naiad.codegen.hooks import c_base_name
 
 TRIPLE = "spirv64-unknown-unknown"
@@ -30,6 +31,11 @@ SHARED = "naiad_shared"
 _LOCAL_AND_GLOBAL = 3
 #: Argument types -> their Itanium mangling in OpenCL builtin names.
 _MANGLED = {"float": "f", "double": "d", "half": "Dh", "i32": "i", "i64": "l", "i16": "s", "i8": "c"}
+
+
+#: The `access_policy` of a scalar store, and the global its masked-off work-items store to.
+_SCALAR_STORE = "scalar store"
+_SINK = "__naiad_store_sink"
 
 
 class SPIRVHooks(GPUHooks):
@@ -55,13 +61,34 @@ class SPIRVHooks(GPUHooks):
         module = fn.module
         fn.set_metadata("intel_reqd_sub_group_size", module.add_metadata([ir.Constant(lt.I32, self.warp_size)]))
 
-    def scalar_store_owner(self, k: Any) -> ir.Value | None:
-        """Every work-item stores a scalar (the same value to the same address).  Behind a
-        first-work-item branch, Intel's CPU runtime ran the sub-group shuffles that computed the
-        value (a reduction's butterfly, used nowhere else) inside the branch, with the other
-        lanes inactive: each shuffle gave the lane's own value, and ``tl.sum`` of 16 elements
-        with one warp came out as 4x one lane's part (Triton's test_reduce1d: 92 cases)."""
-        return None
+    def access_policy(self, k: Any, op: Any, store: bool) -> Any:
+        """Scalar stores take `store_with_policy` (cache hints are ignored: they change speed,
+        not results)."""
+        return _SCALAR_STORE if store and not is_tensor(op.ptr) else None
+
+    def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
+                          nbytes: int, mask: ir.Value | None) -> None:
+        """A scalar store without a branch: where ``mask`` is off (every work-item but the
+        first), the store goes to a sink nobody reads.  Behind a first-work-item branch, Intel's
+        CPU runtime ran the sub-group shuffles that computed the value (a reduction's butterfly,
+        used nowhere else) inside the branch, with the other lanes inactive: each shuffle gave
+        the lane's own value, and ``tl.sum`` of 16 elements with one warp came out as 4x one
+        lane's part (Triton's test_reduce1d: 92 cases)."""
+        b = k.b
+        if mask is not None:
+            sink = b.ptrtoint(self._store_sink(b.module), lt.I64)
+            address = b.select(mask, address, sink)
+        b.store(value, b.inttoptr(address, ir.PointerType(addrspace=self.global_addrspace))).align = nbytes
+
+    def _store_sink(self, module: ir.Module) -> ir.GlobalVariable:
+        existing = module.globals.get(_SINK)
+        if existing is not None:
+            return existing
+        sink = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 16), _SINK, addrspace=self.global_addrspace)
+        sink.initializer = ir.Constant(sink.value_type, None)
+        sink.linkage = "internal"
+        sink.align = 16
+        return sink
 
     # -- ids, synchronization, shuffles, shared memory ----------------------------------------
     def _builtin(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value],

@@ -39,12 +39,13 @@ def test_a_program_the_device_refuses_is_an_error_with_its_log():
 
 
 def test_a_crashing_runtime_takes_only_the_worker_down(monkeypatch, tmp_path):
+    # compiled before Popen is replaced: emitting SPIR-V starts a worker process of its own
+    spv = naiad.compile(copy_source(), target=target()).asm["spv"]
     real_popen = subprocess.Popen
     crashing = [sys.executable, "-c", "import os, sys; sys.stdin.buffer.read(12); os.abort()"]
     monkeypatch.setattr(builder_module.subprocess, "Popen",
                         lambda args, **kw: real_popen(crashing, **kw))
     b = Builder()
-    spv = naiad.compile(copy_source(), target=target()).asm["spv"]
     with pytest.raises(BuildError, match=r"crashed \(exit status -6\) while building kernel 'copy_kernel': "
                        r"a bug of the runtime, not of the kernel; its SPIR-V is saved as .*copy_kernel"
                        r".failed.spv -- fix: update the runtime"):
@@ -55,12 +56,12 @@ def test_a_crashing_runtime_takes_only_the_worker_down(monkeypatch, tmp_path):
 
 def test_a_build_that_hangs_is_stopped_after_the_time_limit(monkeypatch, tmp_path):
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))          # nothing built yet
+    spv = naiad.compile(copy_source(), target=target()).asm["spv"]
     real_popen = subprocess.Popen
     hanging = [sys.executable, "-c", "import time; time.sleep(600)"]
     monkeypatch.setattr(builder_module.subprocess, "Popen",
                         lambda args, **kw: real_popen(hanging, **kw))
     monkeypatch.setenv("NAIAD_OPENCL_BUILD_TIMEOUT", "0.5")
-    spv = naiad.compile(copy_source(), target=target()).asm["spv"]
     with pytest.raises(BuildError, match=r"took more than 0.5 s \(NAIAD_OPENCL_BUILD_TIMEOUT\) and was "
                        r"stopped while building kernel 'copy_kernel'"):
         Builder().device_binary("copy_kernel", spv, 0, _device())
