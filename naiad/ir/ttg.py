@@ -57,6 +57,13 @@ class AsyncLoadOp(IRDLOperation):
                                   f"{loaded_type(self.ptr.type)}")
 
 
+def _check_offsets(op: IRDLOperation, block: TensorType) -> None:
+    """A tensor-map op names its block by one offset per dimension."""
+    rank = len(block.get_shape())
+    if len(op.offsets) != rank:
+        raise VerifyException(f"{op.name} of a rank-{rank} block needs one offset per dimension")
+
+
 @irdl_op_definition
 class TensorMapLoadOp(IRDLOperation):
     """The block at ``offsets`` of the tensor that tensor map ``desc`` describes."""
@@ -74,9 +81,7 @@ class TensorMapLoadOp(IRDLOperation):
         super().__init__(operands=[desc, offsets], result_types=[result_type])
 
     def verify_(self) -> None:
-        if len(self.offsets) != len(self.result.type.get_shape()):
-            raise VerifyException(f"ttng.tensor_map_load of a rank-{len(self.result.type.get_shape())} "
-                                  f"block needs one offset per dimension")
+        _check_offsets(self, self.result.type)
 
 
 @irdl_op_definition
@@ -100,9 +105,7 @@ class TensorMapStoreOp(IRDLOperation):
                          properties={"reduce": StringAttr(reduce) if reduce is not None else None})
 
     def verify_(self) -> None:
-        if len(self.offsets) != len(self.value.type.get_shape()):
-            raise VerifyException(f"ttng.tensor_map_store of a rank-{len(self.value.type.get_shape())} "
-                                  f"block needs one offset per dimension")
+        _check_offsets(self, self.value.type)
 
 
 @irdl_op_definition

@@ -24,7 +24,8 @@ from xdsl.dialects import scf
 
 from naiad.backends.cuda import tma
 from naiad.backends.cuda.dot_operands import readers_of_use
-from naiad.backends.cuda.shared_tiles import copy_global, padded_tile, read_registers, swizzled_tile
+from naiad.backends.cuda.shared_tiles import (copy_global, padded_tile, read_registers, slot_bytes,
+                                             swizzled_tile)
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu import ops_memory
@@ -59,7 +60,7 @@ class Ring:
 
     @property
     def slot_bytes(self) -> int:
-        return -(-self.tile.size_bytes // 1024) * 1024
+        return slot_bytes(self.tile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +155,7 @@ def prepare(k: GPUKernel) -> None:
             raise NotImplementedError(f"ttg.async_load of {result.type} that cannot be copied "
                                       f"into a tile its dot reads")
         stages = op.stages.value.data
-        slot = -(-tile.size_bytes // 1024) * 1024
+        slot = slot_bytes(tile)
         base = k.reserve_shared(stages * slot, spans[op.ring.data], 1024)
         k.state[("ring", op.ring.data)] = Ring(tile, base, stages, layout, vector)
 

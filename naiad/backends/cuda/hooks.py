@@ -21,6 +21,7 @@ from naiad.ir.types import PointerType
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 
+
 class _ByValue(ir.PointerType):
     """The (opaque) pointer type of a parameter passed by value: llvmlite prints ``byval``
     with the pointee type it reads here."""

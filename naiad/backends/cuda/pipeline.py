@@ -127,6 +127,14 @@ def _map_readers(load: TensorMapLoadOp) -> list[Reader] | None:
     return found
 
 
+def _load_readers(op: Any, info: dict) -> list[Reader] | None:
+    """The dots that would read a load's staged tile (`_staged_readers`, `_map_readers`);
+    None for anything but a load the pipeliner can stage."""
+    if isinstance(op, TensorMapLoadOp):
+        return _map_readers(op)
+    return _staged_readers(op, info) if isinstance(op, tt.LoadOp) else None
+
+
 def _loads_of(load: Any) -> list[SSAValue]:
     """The values a load's address comes from: its pointers and mask, or a map load's offsets."""
     if isinstance(load, TensorMapLoadOp):
@@ -159,10 +167,9 @@ def _candidates(body: Block, info: dict) -> tuple[list[tt.LoadOp], set[BlockArgu
     """The loads to pipeline and the carried values their recurrences run ahead."""
     loads = []
     for op in body.ops:
-        if isinstance(op, (tt.LoadOp, TensorMapLoadOp)):
-            found = _map_readers(op) if isinstance(op, TensorMapLoadOp) else _staged_readers(op, info)
-            if found is not None and all(r.dot.parent_block() is body for r in found):
-                loads.append(op)
+        found = _load_readers(op, info)
+        if found is not None and all(r.dot.parent_block() is body for r in found):
+            loads.append(op)
     yields = body.last_op
     while True:
         slices = {load: _Slice(body, _loads_of(load)) for load in loads}
@@ -231,8 +238,8 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
     once, as a one-slot ``ttg.async_load``, rather than being stored there again in every
     iteration."""
     changed = False
-    for load in [op for op in loop.parent_block().ops if isinstance(op, (tt.LoadOp, TensorMapLoadOp))]:
-        found = _map_readers(load) if isinstance(load, TensorMapLoadOp) else _staged_readers(load, info)
+    for load in list(loop.parent_block().ops):
+        found = _load_readers(load, info)
         if found is None or not any(loop.is_ancestor(r.dot) for r in found):
             continue
         zero = _constant(load, 0, i32)

@@ -35,6 +35,12 @@ def _const(value: int) -> ir.Constant:
     return ir.Constant(lt.I32, value)
 
 
+def slot_bytes(tile: Any) -> int:
+    """The bytes one tile takes in a ring of them: its size rounded up to 1024, where a swizzle
+    pattern starts (each slot begins at one)."""
+    return -(-tile.size_bytes // 1024) * 1024
+
+
 def swizzle_bytes(row_bytes: int) -> int:
     """The widest swizzle (128, 64 or 32 bytes; 0: none) a tile whose contiguous rows hold
     ``row_bytes`` can take: the rows of one swizzle atom must fill it."""

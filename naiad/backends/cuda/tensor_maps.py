@@ -20,6 +20,7 @@ pass leaves goes the portable way (`naiad.passes.block_pointers`).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from xdsl.dialects import scf
@@ -98,17 +99,15 @@ def use_tensor_maps(module: Any) -> bool:
         if found not in params:
             params[found] = _add_parameter(func)
             maps.append(found)
-        make = op.ptr.owner
+        offsets = list(op.ptr.owner.offsets)
         if isinstance(op, tt.LoadOp):
-            new = TensorMapLoadOp(params[found], list(make.offsets), op.results[0].type)
-            op.parent_block().insert_op_before(new, op)
-            op.results[0].replace_all_uses_with(new.results[0])
-        elif isinstance(op, tt.StoreOp):
-            new = TensorMapStoreOp(params[found], list(make.offsets), op.value)
-            op.parent_block().insert_op_before(new, op)
+            new = TensorMapLoadOp(params[found], offsets, op.results[0].type)
         else:
-            new = TensorMapStoreOp(params[found], list(make.offsets), op.value, op.kind.data)
-            op.parent_block().insert_op_before(new, op)
+            kind = op.kind.data if isinstance(op, tt.DescriptorReduceOp) else None
+            new = TensorMapStoreOp(params[found], offsets, op.value, kind)
+        op.parent_block().insert_op_before(new, op)
+        if isinstance(op, tt.LoadOp):
+            op.results[0].replace_all_uses_with(new.results[0])
         new.location = getattr(op, "location", None)
         op.detach()
         op.erase()
@@ -191,12 +190,9 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
     if fill is None or element is None or not 1 <= len(box) <= MAX_RANK:
         return None
     size = ELEMENT_BYTES[element]
-    if max(copy_geometry(box, size)[1]) > MAX_BOX:
-        return None
-    total = size
-    for extent in box:
-        total *= extent
-    if (box[-1] * size) % 16 or total > MAX_BLOCK_BYTES or (fill == "nan" and element not in FLOATS.values()):
+    swizzle, copy_box = copy_geometry(box, size)
+    if max(copy_box) > MAX_BOX or (box[-1] * size) % 16 or math.prod(box) * size > MAX_BLOCK_BYTES or \
+            (fill == "nan" and element not in FLOATS.values()):
         return None
     base = _argument(func, make.base)
     if base is None or axis[make.base].divisibility[0] < 16:
@@ -208,7 +204,6 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
     chunked = strides[:-1] + ([shape[-1]] if store else [])
     if not all(_whole_chunks(source, axis, size, func) for source in chunked):
         return None
-    swizzle, copy_box = copy_geometry(box, size)
     return TensorMap(element, copy_box, swizzle, fill, base, tuple(shape), tuple(strides[:-1]))
 
 

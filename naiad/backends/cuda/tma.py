@@ -23,7 +23,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.backends.cuda.ptx_asm import asm
-from naiad.backends.cuda.shared_tiles import SwizzledTile, read_registers, store_registers
+from naiad.backends.cuda.shared_tiles import SwizzledTile, read_registers, slot_bytes, store_registers
 from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.kernel import GPUKernel, numel, shape_of
@@ -48,18 +48,27 @@ def _block(k: GPUKernel, shape: tuple[int, ...], element_bytes: int) -> "_Block"
     tile = SwizzledTile(tuple(shape), 1, 1, element_bytes, swizzle) if swizzle else None
     return _Block(_const(offset), k.b.add(smem, _const(offset)),
                   k.b.add(smem, _const(k.scratch_start + barrier)), tile, box, tuple(shape),
-                  element_bytes)
+                  element_bytes, nbytes)
 
 
+@dataclasses.dataclass(frozen=True)
 class _Block:
-    def __init__(self, offset: ir.Value, address: ir.Value, barrier: ir.Value, tile: Any,
-                 box: tuple[int, ...], shape: tuple[int, ...], element_bytes: int):
-        self.offset, self.address, self.barrier = offset, address, barrier
-        self.tile, self.box, self.shape, self.element_bytes = tile, box, shape, element_bytes
-        self.nbytes = numel(shape) * element_bytes
+    offset: ir.Value
+    address: ir.Value
+    barrier: ir.Value
+    tile: SwizzledTile | None
+    box: tuple[int, ...]
+    shape: tuple[int, ...]
+    element_bytes: int
+    nbytes: int
 
     def copies(self, b: ir.IRBuilder, coords: list[ir.Value]) -> list[tuple[ir.Value, list[ir.Value]]]:
         return _copies(b, self.tile, self.box, self.address, coords, self.shape, self.element_bytes)
+
+
+def _coordinates(k: GPUKernel, op: Any) -> list[ir.Value]:
+    """An op's block offsets innermost first, as the map's dimensions go."""
+    return [k.scalar(o) for o in reversed(list(op.offsets))]
 
 
 def _copies(b: ir.IRBuilder, tile: SwizzledTile | None, box: tuple[int, ...], address: ir.Value,
@@ -103,7 +112,7 @@ def lower_load(k: GPUKernel, op: Any) -> None:
     b = k.b
     block = _block(k, shape, lt.byte_size(memory))
     desc = k.scalar(op.desc)
-    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    coords = _coordinates(k, op)
     indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(layout, shape)]
     k.hooks.barrier(b)                       # the scratch's previous users are done
 
@@ -140,7 +149,7 @@ def lower_store(k: GPUKernel, op: Any) -> None:
     b = k.b
     block = _block(k, shape, lt.byte_size(lt.memory_type(value.type)))
     desc = k.scalar(op.desc)
-    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    coords = _coordinates(k, op)
     rank = len(shape)
     indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(dist.layout, shape)]
     k.hooks.barrier(b)
@@ -180,7 +189,7 @@ class MapRing:
 
     @property
     def slot_bytes(self) -> int:
-        return -(-self.tile.size_bytes // 1024) * 1024
+        return slot_bytes(self.tile)
 
 
 def map_ring(k: GPUKernel, op: Any, consumer: tuple[Any, int] | None, span: list[Any]) -> MapRing:
@@ -196,7 +205,7 @@ def map_ring(k: GPUKernel, op: Any, consumer: tuple[Any, int] | None, span: list
                                   f"tensor-core dot reads from a swizzled tile")
     tile = SwizzledTile(tuple(shape), 1, consumer[1], element, swizzle)
     stages = op.stages.value.data
-    slot = -(-tile.size_bytes // 1024) * 1024
+    slot = slot_bytes(tile)
     base = k.reserve_shared(stages * slot + 8 * stages, span, 1024)
     return MapRing(tile, base, stages, base + stages * slot, box)
 
@@ -219,7 +228,7 @@ def start_slot(k: GPUKernel, op: Any) -> tuple[ir.Value, ir.Value]:
     offset = b.add(b.mul(slot, _const(ring.slot_bytes)), _const(ring.base))
     barrier = b.add(smem, b.add(b.mul(slot, _const(8)), _const(ring.barriers)))
     desc = k.scalar(op.desc)
-    coords = [k.scalar(o) for o in reversed(list(op.offsets))]
+    coords = _coordinates(k, op)
     copies = _copies(b, ring.tile, ring.box, b.add(smem, offset), coords, ring.tile.shape,
                      ring.tile.element_bytes)
     k.when(b.and_(k.is_thread0(), k.scalar(op.valid)),
