@@ -10,6 +10,7 @@ first dot's accumulator registers.
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 
 import pytest
@@ -366,6 +367,22 @@ def test_benchmark_configurations_do_not_spill(bm, bn, bk, warps):
     assert report.returncode == 0, report.stderr
     assert "0 bytes spill stores, 0 bytes spill loads" in report.stderr, report.stderr
     assert "0 bytes stack frame" in report.stderr
+
+
+@needs_ptxas
+def test_a_second_warpgroup_builds_its_descriptors_in_uniform_registers():
+    """The warp index comes from a shuffle of lane 0's, which ptxas knows is warp-uniform: the
+    wgmma descriptors of an 8-warp matmul (two warpgroups along M) then stay in uniform
+    registers.  From the plain quotient they were built in vector registers, 12 more of them,
+    and moved over by an R2UR before every wgmma of the loop."""
+    from naiad.backends.cuda.toolchain import find_ptxas, ptxas_arch
+
+    ptx = _compile_matmul(128, 256, 64, 8).asm["ptx"]
+    assert re.search(r"shfl\.sync\.idx\.b32\s+%r\d+, %r\d+, 0, 31, -1;", ptx)
+    report = subprocess.run([find_ptxas(), f"-arch={ptxas_arch(90)}", "-v", "-o", "/dev/null", "-"],
+                            input=ptx, capture_output=True, text=True)
+    registers = int(re.search(r"Used (\d+) registers", report.stderr).group(1))
+    assert registers <= 184, report.stderr
 
 
 # -- on the GPU: against torch ---------------------------------------------------------------------

@@ -56,6 +56,15 @@ def fake_ptxas(folder, release: str = "13.0", script: str = _COMPILING_SCRIPT) -
 
 
 @pytest.fixture
+def cuda_knobs():
+    """``naiad.knobs.cuda``, looked up before `clean` empties ``sys.path`` (the lookup imports
+    the backend, and with it ctypes, when this test runs first)."""
+    from naiad import knobs
+
+    return knobs.cuda
+
+
+@pytest.fixture
 def clean(tmp_path, monkeypatch):
     """No toolchain anywhere: no variables, an empty PATH, sys.path = [tmp/site], no
     /usr/local/cuda, and empty caches.  Returns tmp_path."""
@@ -154,13 +163,11 @@ def test_ptxas_variable_naming_a_plain_file_is_an_error(clean, monkeypatch):
 
 @posix_only
 @pytest.mark.shipped_backends
-def test_ptxas_knob_set_from_code_wins(clean, monkeypatch):
-    from naiad import knobs
-
+def test_ptxas_knob_set_from_code_wins(cuda_knobs, clean, monkeypatch):
     chosen = fake_ptxas(clean / "chosen")
     fake_ptxas(clean / "home" / "bin")
     monkeypatch.setenv("CUDA_HOME", str(clean / "home"))
-    knobs.cuda.ptxas_path = chosen
+    cuda_knobs.ptxas_path = chosen
     assert toolchain.find_ptxas() == chosen
 
 
@@ -414,6 +421,21 @@ def test_sass_without_cuobjdump_says_what_to_install(compiled, clean):
     kernel.asm["cubin"] = b"\x7fELF fake cubin\n"
     with pytest.raises(NaiadError, match=r"kernel.asm\['sass'\] needs NVIDIA's cuobjdump, which "
                                          r"was not found -- fix: pip install nvidia-cuda-cuobjdump"):
+        kernel.asm["sass"]
+
+
+@posix_only
+@pytest.mark.shipped_backends
+def test_sass_without_nvdisasm_says_what_to_install(compiled, clean, monkeypatch):
+    """CUDA 13's cuobjdump wheel runs a disassembler that comes in a wheel of its own."""
+    kernel = compiled
+    kernel.asm["cubin"] = b"\x7fELF fake cubin\n"
+    _write_tool(clean / "cuda" / "bin" / "cuobjdump",
+                "#!/bin/sh\necho \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2"
+                "\nexit 1\n")
+    monkeypatch.setenv("CUDA_HOME", str(clean / "cuda"))
+    with pytest.raises(NaiadError, match=r"cuobjdump -sass failed \(exit status 1\): cuobjdump fatal"
+                                         r".*'nvdisasm' -- fix: pip install nvidia-cuda-nvdisasm"):
         kernel.asm["sass"]
 
 

@@ -117,16 +117,19 @@ def disassemble(cubin: bytes) -> str:
                                    lambda: _search_tool("cuobjdump"), complaint="")
     if tool is None:
         raise NaiadError("kernel.asm['sass'] needs NVIDIA's cuobjdump, which was not found -- "
-                         "fix: pip install nvidia-cuda-cuobjdump, or install the CUDA toolkit "
-                         "(CUDA_HOME)")
+                         "fix: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or install "
+                         "the CUDA toolkit (CUDA_HOME)")
     with tempfile.TemporaryDirectory(prefix="naiad-sass-") as folder:
         path = os.path.join(folder, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
         done = subprocess.run([tool, "-sass", path], capture_output=True, text=True)
     if done.returncode != 0:
+        # (the cuobjdump wheels of CUDA 13 no longer carry the disassembler it runs)
+        fix = (" -- fix: pip install nvidia-cuda-nvdisasm (cuobjdump finds it beside itself)"
+               if "nvdisasm" in done.stderr else "")
         raise NaiadError(f"{tool} -sass failed (exit status {done.returncode}): "
-                         f"{(done.stderr + done.stdout).strip()[:1000]}")
+                         f"{(done.stderr + done.stdout).strip()[:1000]}{fix}")
     return done.stdout
 
 
