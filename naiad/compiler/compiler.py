@@ -276,7 +276,7 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
     the current target of the selected backend's driver is used.  The result comes from the
     on-disk cache when an entry for the same key exists (`naiad.compiler.cache`); stage outputs
     are dumped and overridden as `naiad.compiler.dump` describes.  Python's collector runs
-    rarely meanwhile (`_rare_collections`).
+    rarely meanwhile, and not over the objects that were there before (`_rare_collections`).
     """
     with _rare_collections():
         return _compile(src, target, options)
@@ -285,36 +285,44 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
 #: The collector's first threshold while a compile runs (Python's default is 700).
 _COMPILE_GC_THRESHOLD = 100_000
 _gc_lock = threading.Lock()
-_gc_state = {"depth": 0, "saved": None}
+_gc_state: dict[str, Any] = {"depth": 0, "saved": None, "froze": False}
 
 
 @contextlib.contextmanager
 def _rare_collections():
-    """Python's cyclic collector with its first threshold raised to `_COMPILE_GC_THRESHOLD`
-    for the length of the outermost compile (of any thread), restored after it.
+    """For the length of the outermost compile (of any thread): the objects that existed
+    before it are frozen (``gc.freeze``: collections skip them) and the collector's first
+    threshold is `_COMPILE_GC_THRESHOLD`; both are undone after it.
 
-    Why: a compile's IR (xDSL ops, llvmlite instructions: tens of thousands of objects) lives
-    for a stage, so at the default threshold young collections promote it to the oldest
-    generation, and once the objects promoted since the last full collection pass a quarter of
-    those there, Python collects everything -- with torch imported, ~200,000 objects, 100-150 ms
-    per full collection, one of them inside every cold matmul compile.  With young collections
-    rare the temporaries die young and only what outlives the compile is promoted.  A collector
-    that is disabled, or whose threshold is already higher, is left alone."""
+    Why: a compile's IR (xDSL ops, llvmlite instructions, the modules it imports: some 10^5
+    objects) promotes enough objects to the oldest generation that Python then collects all
+    of it -- with torch imported ~200,000 objects, 100-150 ms per full collection, one inside
+    every cold matmul compile even with young collections made rare.  Frozen, the heap that was
+    there before is not looked at, and the compile's temporaries die young.  A collector that
+    is disabled is left alone, and so are objects a program froze itself (it unfreezes them
+    when it chooses: a compile then freezes nothing), and a threshold already higher."""
     with _gc_lock:
-        if _gc_state["depth"] == 0:
+        if _gc_state["depth"] == 0 and gc.isenabled():
             threshold = gc.get_threshold()
-            if gc.isenabled() and 0 < threshold[0] < _COMPILE_GC_THRESHOLD:
+            if 0 < threshold[0] < _COMPILE_GC_THRESHOLD:
                 _gc_state["saved"] = threshold
                 gc.set_threshold(_COMPILE_GC_THRESHOLD, *threshold[1:])
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                _gc_state["froze"] = True
         _gc_state["depth"] += 1
     try:
         yield
     finally:
         with _gc_lock:
             _gc_state["depth"] -= 1
-            if _gc_state["depth"] == 0 and _gc_state["saved"] is not None:
-                gc.set_threshold(*_gc_state["saved"])
-                _gc_state["saved"] = None
+            if _gc_state["depth"] == 0:
+                if _gc_state["saved"] is not None:
+                    gc.set_threshold(*_gc_state["saved"])
+                    _gc_state["saved"] = None
+                if _gc_state["froze"]:
+                    gc.unfreeze()
+                    _gc_state["froze"] = False
 
 
 def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> CompiledKernel:
