@@ -77,14 +77,14 @@ def _check_binary(kernel):
 @pytest.mark.parametrize("element, block, swizzle, box", [
     ("fp16", (64, 64), 128, (64, 64)), ("fp32", (32, 16), 64, (32, 16)), ("i8", (16, 64), 64, (16, 64)),
     ("bf16", (8, 256), 128, (8, 64)), ("fp16", (4, 64), 0, (4, 64)), ("fp32", (16, 4), 0, (16, 4)),
-    ("fp32", (1, 1024), 0, (1, 256)),
+    ("fp32", (1, 1024), 0, (1, 256)), ("fp16", (512, 32), 64, (256, 32)), ("fp32", (512, 4), 0, (256, 4)),
 ])
 def test_host_descriptors_copy_through_the_copy_engine(element, block, swizzle, box):
     """Both accesses are TMA copies through maps passed by value (``__grid_constant__``: a
     parameter-space address, no local copy), completing on an mbarrier.  A block of 8 rows or
     more whose rows fill a swizzle atom lands swizzled (as wgmma reads it), one copy per atom;
     any other lands row-major in one copy, but a single row longer than a box (256), which
-    goes in boxes one after another."""
+    goes in boxes one after another; more than 256 rows take a copy per 256 rows."""
     kernel = _host_kernel(scale_kernel, element, block, {"BM": block[0], "BN": block[1]})
     ptx = kernel.asm["ptx"]
     assert ptx.count(".param .align 64 .b8") == 2 and ptx.count("cvta.param.u64") == 2
@@ -92,7 +92,7 @@ def test_host_descriptors_copy_through_the_copy_engine(element, block, swizzle, 
     assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r" in ptx
     assert f"], {block[0] * block[1] * (1 if element == 'i8' else 4 if element == 'fp32' else 2)};" in ptx
     assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
-    copies = block[1] // box[1]
+    copies = block[1] // box[1] * (block[0] // box[0])
     assert ptx.count(TMA_LOAD) == copies and ptx.count(TMA_STORE) == copies
     maps = kernel.metadata["tensor_maps"]
     assert [(m["box"], m["swizzle"]) for m in maps] == [(list(box), swizzle)] * 2
@@ -186,7 +186,7 @@ def _random(torch, shape, element):
 @pytest.mark.parametrize("element", ["fp16", "bf16", "fp32", "i8"])
 @pytest.mark.parametrize("shape, ld, block", [((128, 192), 192, (64, 64)), ((100, 70), 80, (32, 32)),
                                               ((9, 300), 304, (8, 128)), ((33, 16), 16, (16, 16)),
-                                              ((40, 50), 50, (16, 32))])
+                                              ((40, 50), 50, (16, 32)), ((700, 32), 48, (512, 16))])
 def test_host_descriptor_copies_on_the_gpu(gpu, element, shape, ld, block):
     """Edge blocks stick out: the loads read zeros there and the stores write nothing outside
     (both tensors are views into wider buffers whose other columns must keep their values).
@@ -381,15 +381,15 @@ def _reduce_kernel(element, block, kind, target=None, aligned=True):
 
 @pytest.mark.parametrize("element", ["fp16", "bf16"])
 @pytest.mark.parametrize("kind", ["min", "max"])
-@pytest.mark.parametrize("block", [(8, 32), (1, 1024), (64, 64)])
-def test_16_bit_float_minima_and_maxima_are_copy_engine_reductions(element, kind, block):
+@pytest.mark.parametrize("block, copies", [((8, 32), 1), ((1, 1024), 4), ((64, 64), 1), ((512, 32), 2)])
+def test_16_bit_float_minima_and_maxima_are_copy_engine_reductions(element, kind, block, copies):
     """fp16 and bf16 ``desc.atomic_min`` / ``atomic_max`` (no element atomic does them) are one
     ``cp.reduce.async.bulk.tensor`` of the block, as Triton does them on sm_90; a row longer
-    than a box goes in boxes of 256."""
+    than a box goes in boxes of 256, and so do more than 256 rows."""
     kernel = _reduce_kernel(element, block, kind)
     ptx = kernel.asm["ptx"]
     opcode = f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}.tile.bulk_group"
-    assert ptx.count(opcode) == (4 if block == (1, 1024) else 1) and "atom." not in ptx
+    assert ptx.count(opcode) == copies and "atom." not in ptx
     assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
     _check_binary(kernel)
 
@@ -409,7 +409,8 @@ def test_other_gpus_refuse_16_bit_float_minima():
 
 @pytest.mark.parametrize("element", ["fp16", "bf16"])
 @pytest.mark.parametrize("kind", ["min", "max"])
-@pytest.mark.parametrize("shape, block", [((64, 96), (8, 32)), ((2, 2048), (1, 1024)), ((100, 64), (64, 64))])
+@pytest.mark.parametrize("shape, block", [((64, 96), (8, 32)), ((2, 2048), (1, 1024)), ((100, 64), (64, 64)),
+                                         ((700, 64), (512, 32))])
 def test_copy_engine_reductions_on_the_gpu(gpu, element, kind, shape, block):
     torch = gpu
     from naiad.runtime.tensor_descriptor import TensorDescriptor

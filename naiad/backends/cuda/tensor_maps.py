@@ -58,14 +58,16 @@ def copy_geometry(block: tuple[int, ...], element_bytes: int) -> tuple[int, tupl
     lands as a `SwizzledTile` (the geometry wgmma reads, and free of bank conflicts for the
     reads of any layout), one copy per swizzle atom (the engine's box is then one atom wide);
     any other block lands row-major (swizzle 0), in one copy -- or, a single row longer than a
-    box may be, in copies of `MAX_BOX` elements one after another."""
+    box may be, in copies of `MAX_BOX` elements one after another.  Either way a block of more
+    than `MAX_BOX` rows (its first dimension) takes one copy per `MAX_BOX` rows as well."""
+    rows = min(block[0], MAX_BOX)
     if len(block) == 2 and block[0] % 8 == 0:
         width = swizzle_bytes(block[1] * element_bytes)
         if width:
-            return width, (block[0], width // element_bytes)
+            return width, (rows, width // element_bytes)
     if all(extent == 1 for extent in block[:-1]) and block[-1] > MAX_BOX:
         return 0, (*block[:-1], MAX_BOX)
-    return 0, tuple(block)
+    return 0, (rows, *block[1:]) if len(block) > 1 else tuple(block)
 
 
 def module_maps(module: Any) -> list[TensorMap]:

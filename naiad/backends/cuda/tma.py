@@ -77,12 +77,21 @@ def _copies(b: ir.IRBuilder, tile: SwizzledTile | None, box: tuple[int, ...], ad
     """(shared address, coordinates innermost first) of each copy of a block of ``shape`` at
     ``address`` whose first element is at ``coords``: one per swizzle atom of ``tile``; without
     a tile, one per ``box`` along the last dimension (more than one only for a single row:
-    `copy_geometry`), one after another."""
+    `copy_geometry`), one after another -- and each of those once per ``box[0]`` rows of a
+    block of more rows than a box has."""
     step = box[-1]
     pitch = tile.atom_bytes if tile is not None else step * element_bytes
-    return [(b.add(address, _const(a * pitch)) if a else address,
-             [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]])
-            for a in range(shape[-1] // step)]
+    rows = box[0] if len(shape) > 1 else shape[0]
+    row_pitch = tile.width if tile is not None else numel(shape[1:]) * element_bytes
+    copies = []
+    for row in range(0, shape[0], rows):
+        for a in range(shape[-1] // step):
+            at = [b.add(coords[0], _const(a * step)) if a else coords[0], *coords[1:]]
+            if row:
+                at[-1] = b.add(at[-1], _const(row))
+            offset = a * pitch + row * row_pitch
+            copies.append((b.add(address, _const(offset)) if offset else address, at))
+    return copies
 
 
 def _issue(b: ir.IRBuilder, desc: ir.Value, barrier: ir.Value, nbytes: int,
