@@ -139,14 +139,6 @@ class NVPTXHooks(GPUHooks):
     def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
         return self._special(b, f"nctaid.{'xyz'[axis]}")
 
-    def warp_index(self, b: ir.IRBuilder, thread: ir.Value) -> ir.Value:
-        """The quotient broadcast from lane 0 by a shuffle: ptxas then knows it is the same in
-        every lane and keeps what is computed from it in uniform registers (with the plain
-        quotient, the wgmma descriptors of a second warpgroup were built in vector registers
-        and moved over by an R2UR before every wgmma of the loop)."""
-        warp = b.udiv(thread, ir.Constant(lt.I32, self.warp_size))
-        return self.shuffle_index(b, warp, ir.Constant(lt.I32, 0))
-
     def barrier(self, b: ir.IRBuilder) -> None:
         """``bar.sync 0`` through the intrinsic, which LLVM knows is convergent (inline assembly
         is not: O3 copied it into both arms of a branch, and the threads deadlocked)."""

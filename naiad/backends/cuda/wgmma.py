@@ -93,6 +93,21 @@ def _a_from_registers(k: GPUKernel, op: Any, a: Any, layout: NvidiaMma) -> dict 
     return fragments
 
 
+def _uniform_warp(k: GPUKernel) -> ir.Value:
+    """The warp index broadcast from lane 0 by a shuffle, made once, in the entry block: ptxas
+    then knows it is the same in every lane, and the wgmma descriptors of a warpgroup after the
+    first, built from it, stay in uniform registers.  From the plain quotient they were built in
+    vector registers and moved over by an R2UR before every wgmma of the loop (the 8-warp
+    128x256x64 matmul: 190 registers, 134 SASS instructions in the loop; 178 and 117 this way).
+    Only the descriptors take it: as the warp index of every layout, it cost tutorial 06's
+    D128 forward 13 registers, and spills in the causal one."""
+    warp = k.state.get("uniform warp")
+    if warp is None:
+        with k.b.goto_entry_block():
+            warp = k.state["uniform warp"] = k.hooks.shuffle_index(k.b, k.warp, _const(0))
+    return warp
+
+
 def _flags(kind: str, trans_a: int | None, trans_b: int) -> str:
     """The immediates after the predicate: the scales of A and B (float types), and the
     transposition flags (16-bit types only; none for A when it comes from registers)."""
@@ -125,8 +140,9 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
     warps_m = layout.warps_per_cta[0]
-    group_m = b.and_(b.lshr(k.warp, _const(2)), _const(warps_m // 4 - 1))
-    group_n = b.lshr(k.warp, _const(warps_m.bit_length() - 1))
+    warp = _uniform_warp(k) if k.num_warps > 4 else k.warp
+    group_m = b.and_(b.lshr(warp, _const(2)), _const(warps_m // 4 - 1))
+    group_n = b.lshr(warp, _const(warps_m.bit_length() - 1))
     rows, cols = layout.tile()
     reps_m, reps_n = layout.repetitions((m, n))
     elements = layout.n // 2                   # a thread's accumulator elements per instruction

@@ -172,12 +172,6 @@ class GPUHooks(TargetHooks):
         """``tl.num_programs(axis)`` (i32)."""
         raise self._missing("num_programs")
 
-    def warp_index(self, b: ir.IRBuilder, thread: ir.Value) -> ir.Value:
-        """The warp of ``thread`` (`thread_id`) in its block.  Default: the quotient.  A target
-        whose compiler keeps only provably warp-uniform values in scalar registers overrides it
-        with a form it recognizes, so that what is derived from the warp stays scalar."""
-        return b.udiv(thread, ir.Constant(lt.I32, self.warp_size))
-
     def barrier(self, b: ir.IRBuilder) -> None:
         """Every thread of the block waits here; shared memory written before is visible after.
         It must be a call LLVM knows is convergent."""

@@ -107,7 +107,7 @@ class GPUKernel:
             self.env[arg] = self.hooks.param_value(self.b, param, arg.type)
         self.thread = self.hooks.thread_id(self.b)
         self.lane = self.b.urem(self.thread, ir.Constant(lt.I32, self.warp_size))
-        self.warp = self.hooks.warp_index(self.b, self.thread)
+        self.warp = self.b.udiv(self.thread, ir.Constant(lt.I32, self.warp_size))
         if self.prepare is not None:
             self.prepare(self)
         self.lower_block(func.body.block)
