@@ -493,6 +493,79 @@ def test_dot_with_an_accumulator(gpu, dtype, m, n, k, warps):
     assert ((out.double() - expected).norm() / expected.norm()) < 2e-3
 
 
+@naiad.jit
+def tiles_in_one_loop(a_ptr, b_ptr, c_ptr, K, N, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr, TILES_N: tl.constexpr):
+    """One program computes TILES_N output tiles of a block row in one loop over all their K
+    steps, storing and resetting the accumulator inside it (a persistent matmul's shape)."""
+    k_tiles = K // BK
+    rm, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for i in range(k_tiles * TILES_N):
+        ki = i % k_tiles
+        rn = (i // k_tiles) * BN + tl.arange(0, BN)
+        a = tl.load(a_ptr + rm[:, None] * K + (ki * BK + rk)[None, :])
+        b = tl.load(b_ptr + (ki * BK + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+        if ki == k_tiles - 1:
+            tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+
+
+def _compile_tiles_in_one_loop(bm, bn, bk, warps):
+    signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "K": "i32", "N": "i32"}
+    attrs = {n: [["tt.divisibility", 16]] for n in signature}
+    return compile_cuda(tiles_in_one_loop, signature, {"BM": bm, "BN": bn, "BK": bk, "TILES_N": 2},
+                        attrs, num_warps=warps)
+
+
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 256, 64, 8), (64, 64, 32, 4)])
+def test_an_accumulator_reset_in_an_if_keeps_its_mma_layout(bm, bn, bk, warps):
+    """The ``if`` that stores and zeroes the accumulator yields it in the dot's layout: no
+    conversion through shared memory in every iteration (for 128x256 fp32, 128 KB of it)."""
+    ttgir = _compile_tiles_in_one_loop(bm, bn, bk, warps).asm["ttgir"]
+    converting = [line.split()[0] for line in ttgir.splitlines() if "ttg.convert" in line]
+    assert converting == ["tt.store"]          # the epilogue's, once per tile
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 256, 64, 8), (64, 64, 32, 4), (16, 64, 32, 4)])
+def test_tiles_in_one_loop_against_torch(gpu, bm, bn, bk, warps):
+    """The accumulator stored and reset inside the K loop (upstream's batched_gemm_2d_tma
+    test: converted in every iteration, after the operands, it overwrote them -- NaN)."""
+    torch = gpu
+    m, n, k = 2 * bm, 2 * bn, 3 * bk
+    a = torch.randn((m, k), device="cuda").half()
+    b = torch.randn((k, n), device="cuda").half()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    tiles_in_one_loop[(m // bm,)](a, b, c, k, n, BM=bm, BN=bn, BK=bk, TILES_N=2, num_warps=warps)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
+@naiad.jit
+def dot_onto_a_column_major_accumulator(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr,
+                                        N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = tl.load(c_ptr + rm[:, None] + rn[None, :] * M)      # read along M: another layout
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, acc))
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("m, n, k, warps", [(128, 256, 64, 8), (64, 64, 32, 4), (16, 64, 32, 4)])
+def test_an_accumulator_in_another_layout_against_torch(gpu, m, n, k, warps):
+    """The accumulator converts into the dot's layout before the operands are stored into
+    their tiles: the conversion's scratch is theirs (converted after, it overwrote them)."""
+    torch = gpu
+    a = torch.randn((m, k), device="cuda").half()
+    b = torch.randn((k, n), device="cuda").half()
+    acc = torch.randn((n, m), device="cuda")
+    out = torch.empty((m, n), device="cuda")
+    dot_onto_a_column_major_accumulator[(1,)](a, b, acc, out, M=m, N=n, K=k, num_warps=warps)
+    torch.testing.assert_close(out, a.float() @ b.float() + acc.T, rtol=1e-3, atol=1e-2)
+
+
 MATMUL_CASES = [(300, 200, 130, 64, 64, 32, 4), (512, 512, 512, 128, 128, 32, 4),
                 (256, 512, 192, 128, 256, 64, 8), (100, 72, 48, 64, 64, 16, 4), (16, 512, 256, 16, 64, 32, 4)]
 

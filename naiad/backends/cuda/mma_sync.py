@@ -48,9 +48,10 @@ def lower_mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     (a_tile, b_tile), (a_base, b_base) = operand_tiles(
         k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i,
                                                                 i == 1 and element == 2 and n >= 8))
-    stage_operands(k, op, operands, [a_tile, b_tile], [a_base, b_base], fence=False)
+    # the accumulator in this layout before the operands land: its conversion's scratch is theirs
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
+    stage_operands(k, op, operands, [a_tile, b_tile], [a_base, b_base], fence=False)
     wm, wn = layout.warps_per_cta
     # (warps beyond the tensor's tiles repeat them, as the layout's wrapping warp bases say)
     warp_m = b.urem(k.warp, _const(min(wm, max(1, m // 16))))

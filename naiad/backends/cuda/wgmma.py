@@ -135,10 +135,12 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     if placed is None:
         return False
     (a_tile, b_tile), (a_base, b_base) = placed
-    stage_operands(k, op, [None if a_regs else a_held, b_held], [a_tile, b_tile], [a_base, b_base], fence=True)
-    acc_type = ACC_REGISTER[c_kind]
+    # The accumulator in this layout first: a conversion goes through the scratch that operand
+    # tiles stored from registers take, and after them it overwrote what the wgmma then read.
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
+    stage_operands(k, op, [None if a_regs else a_held, b_held], [a_tile, b_tile], [a_base, b_base], fence=True)
+    acc_type = ACC_REGISTER[c_kind]
     warps_m = layout.warps_per_cta[0]
     warp = _uniform_warp(k) if k.num_warps > 4 else k.warp
     group_m = b.and_(b.lshr(warp, _const(2)), _const(warps_m // 4 - 1))

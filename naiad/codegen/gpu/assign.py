@@ -165,6 +165,12 @@ def _anchors_of(op: Any, anchors: dict[SSAValue, L.Layout]) -> list[tuple[SSAVal
             if anchored is not None:
                 found += [(v, anchors[anchored]) for v in group]
         return found
+    if isinstance(op, scf.YieldOp) and isinstance(op.parent_op(), scf.IfOp):
+        # an ``if`` that yields an anchored value in one branch (a persistent matmul's
+        # accumulator, stored and reset in the other) keeps its layout: the other branch's
+        # value converts once there, not the accumulator in every iteration
+        return [(result, anchors[value]) for value, result in zip(op.operands, op.parent_op().results)
+                if value in anchors and _tensor(value)]
     return []
 
 
