@@ -59,7 +59,7 @@ def _if_result(op: scf.IfOp, index: int) -> list[SSAValue]:
 
 
 def _while_result(op: scf.WhileOp, index: int) -> list[SSAValue]:
-    return [op.before_region.block.last_op.arguments[index]]
+    return [op.before_region.block.last_op.args[index]]
 
 
 def _for_block_argument(op: scf.ForOp, block: Any, index: int) -> list[SSAValue]:

@@ -222,6 +222,26 @@ def test_the_metadata_says_which_parameters_are_written():
     assert kernel.metadata["written_args"] == [1]
 
 
+@naiad.jit
+def store_after_a_while(a, b, n):
+    where = a
+    i = 0
+    while i < n:
+        where = b
+        i += 1
+    tl.store(where, 1.0)
+
+
+def test_a_pointer_carried_through_a_while_loop_counts_as_written():
+    a, b = np.zeros(1, np.float32), np.zeros(1, np.float32)
+    kernel = store_after_a_while.warmup(a, b, 1)
+    assert kernel.metadata["written_args"] == [0, 1]
+    store_after_a_while[(1,)](a, b, 2)
+    assert (a[0], b[0]) == (0, 1)
+    with pytest.raises(LaunchError, match="store_after_a_while: argument 'a' is a read-only"):
+        store_after_a_while[(1,)](_read_only(1), b, 0)
+
+
 def test_a_compiled_kernel_launched_directly_checks_too():
     x, out = np.ones(16, np.float32), np.zeros(16, np.float32)
     kernel = scaled.warmup(x, out, 16, 3.0, BLOCK=16)
