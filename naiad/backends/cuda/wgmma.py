@@ -98,7 +98,7 @@ def _uniform_warp(k: GPUKernel) -> ir.Value:
     then knows it is the same in every lane, and the wgmma descriptors of a warpgroup after the
     first, built from it, stay in uniform registers.  From the plain quotient they were built in
     vector registers and moved over by an R2UR before every wgmma of the loop (the 8-warp
-    128x256x64 matmul: 190 registers, 134 SASS instructions in the loop; 178 and 117 this way).
+    128x256x64 matmul: 190 registers, 134 SASS instructions in the loop; 186 and 114 this way).
     Only the descriptors take it: as the warp index of every layout, it cost tutorial 06's
     D128 forward 13 registers, and spills in the causal one."""
     warp = k.state.get("uniform warp")
