@@ -164,6 +164,36 @@ def test_a_value_converted_for_two_ops_is_converted_once():
     assert _count(kernel.asm["ptx"], r"bar\.sync") == 2, kernel.asm["ptx"]
 
 
+def test_layouts_that_place_every_element_alike_need_no_conversion():
+    """The row slices of two wgmma accumulators that differ only in the instruction's N hold
+    each row in the same registers of the same threads: `equivalent`, so converting between
+    them moves nothing; other warps along M, or a blocked layout, are not."""
+    from naiad.backends.cuda.mma_layouts import NvidiaMma
+    from naiad.codegen.gpu import layouts as L
+
+    def rows(n, warps=(8, 1)):
+        return L.Slice(1, NvidiaMma(3, warps, (16, n, 16)))
+
+    assert rows(64) != rows(128) and L.equivalent(rows(64), rows(128), (128,))
+    assert not L.equivalent(rows(64), rows(64, (4, 2)), (128,))
+    assert not L.equivalent(rows(64), L.Slice(1, L.default_blocked((128, 64), 8)), (128,))
+
+
+def test_attention_scales_its_accumulator_by_the_other_dots_row_maximum_in_registers():
+    """Attention's ``alpha`` comes from the first dot's rows (N = 64) and scales the second
+    dot's accumulator (N = 128): the same rows in the same registers, so no ``ttg.convert``
+    in the loop and no shared memory round trip (before: two barriers an iteration)."""
+    from .test_tensor_cores import attention
+
+    sig = {"Q": "*fp16", "K": "*fp16", "V": "*fp16", "Out": "*fp16", "sm_scale": "fp32", "N_CTX": "i32"}
+    kernel = compile_cuda(attention, sig, {"HEAD_DIM": 128, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": False},
+                          num_warps=8)
+    ttgir = str(kernel.asm["ttgir"])
+    loop = ttgir[ttgir.index("scf.for"):ttgir.index("scf.yield")]
+    assert "instrShape = [16, 64, 16]" in loop and "instrShape = [16, 128, 16]" in loop
+    assert "ttg.convert" not in loop, loop
+
+
 TRANSPOSE_SIG = {"x": "*fp32", "out": "*fp32", "M": "constexpr", "N": "constexpr", "m": "i32",
                  "n": "i32"}
 

@@ -339,7 +339,8 @@ def test_load_ptx_is_nul_terminated_and_a_cubin_is_passed_as_is(driver, fake):
 def test_more_than_48k_of_shared_memory_is_opted_in(driver, fake):
     fake.function_attributes[1] = 1024                     # static shared memory
     _, function, *_ = driver.load_binary("add", b"ptx", dict(METADATA, shared=100 << 10), 0)
-    assert fake.set_attributes == [(function, 8, 232448 - 1024)]
+    # ... and given the largest shared-memory carveout (100 %), as Triton's launcher does
+    assert fake.set_attributes == [(function, 8, 232448 - 1024), (function, 9, 100)]
 
 
 def test_too_much_shared_memory_is_out_of_resources(driver, fake):

@@ -339,6 +339,39 @@ def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight)
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
 
 
+def _ptx_loop_with_wgmma(ptx: str) -> str:
+    """The PTX of the shortest loop (a label and a later branch back to it) that holds a
+    wgmma."""
+    loops = []
+    for branch in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        label = ptx.find(branch.group(1) + ":")
+        if 0 <= label < branch.start() and "wgmma.mma_async" in ptx[label:branch.start()]:
+            loops.append(ptx[label:branch.start()])
+    return min(loops, key=len)
+
+
+_ATTENTION_SIG = {"Q": "*fp16", "K": "*fp16", "V": "*fp16", "Out": "*fp16", "sm_scale": "fp32",
+                  "N_CTX": "i32"}
+
+
+@pytest.mark.parametrize("head_dim, warps, waits", [(128, 8, 1), (64, 4, 1), (128, 4, 2)])
+def test_attentions_second_dot_runs_on_over_the_next_first_dot(head_dim, warps, waits):
+    """``acc = tl.dot(p, v, acc * alpha)``: the group of ``p @ v`` is left running into the next
+    iteration, where the wait of ``q @ k`` waits for both before ``acc`` is read -- one
+    wait_group an iteration, and one after the loop.  Where both accumulators and P would
+    hold more than 192 registers a thread (D128 on 4 warps: 224), each dot waits for its own.
+    (The pointers' alignment lets the pipeliner stage K and V in rings: only such tiles stay
+    put while a group runs on.)"""
+    attrs = {name: [["tt.divisibility", 16]] for name in ("Q", "K", "V", "Out", "N_CTX")}
+    kernel = compile_cuda(attention, _ATTENTION_SIG, {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64,
+                                                      "CAUSAL": False}, attrs, num_warps=warps)
+    loop = _ptx_loop_with_wgmma(kernel.asm["ptx"])
+    assert loop.count("wgmma.commit_group") == 2
+    assert loop.count("wgmma.wait_group.sync.aligned 0;") == waits
+    after = kernel.asm["ptx"].split(loop)[1]
+    assert after.count("wgmma.wait_group.sync.aligned 0;") == (1 if waits == 1 else 0)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_softmax_rounds_pairs_and_flushes_exp2(causal):
     """P goes to the second dot as fp16 pairs, one `cvt.rn.f16x2.f32` per register (not two
@@ -603,7 +636,8 @@ def _check_matmul(torch, dtype, m, n, k, bm, bn, bk, warps, transpose_b):
 @pytest.mark.usefixtures("gpu")
 @pytest.mark.parametrize("head_dim, causal, block_m, block_n, warps", [(64, False, 128, 64, 4),
                                                                        (64, True, 128, 64, 4),
-                                                                       (128, False, 128, 64, 8)])
+                                                                       (128, False, 128, 64, 8),
+                                                                       (128, True, 128, 64, 8)])
 def test_attention_against_torch(gpu, head_dim, causal, block_m, block_n, warps):
     torch = gpu
     z_h, n_ctx = 3, 512

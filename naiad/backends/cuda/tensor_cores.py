@@ -12,7 +12,7 @@ from typing import Any
 
 from xdsl.dialects import scf
 
-from naiad.backends.cuda import async_copies, tma, wgmma
+from naiad.backends.cuda import async_copies, tma, wgmma, wgmma_groups
 from naiad.backends.cuda.dot_operands import is_transpose, only_dots_read
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.mma_sync import lower_mma_sync
@@ -66,7 +66,7 @@ def lower_for(k: GPUKernel, op: Any) -> None:
     groups still running on its accumulators."""
     ops_control.lower_for(k, op)
     async_copies.drain(k, op)
-    wgmma.wait_in_flight(k, op)
+    wgmma_groups.wait_in_flight(k, op)
 
 
 #: The cuda backend's rule table: the shared rules, with tensor-core dots, the loads that feed

@@ -2,9 +2,9 @@
 
 Each operand is in shared memory as a `SwizzledTile` (`operand_staging`); then each warpgroup
 issues one ``wgmma.mma_async`` per 64-row pass, column block and K step, reading the tiles
-through matrix descriptors, commits them as one group and waits for it -- or, for a loop's
-accumulator whose tiles come from rings, leaves it running into the next iteration and waits
-for the group before (`tensor_cores.lower_for` waits for the last after the loop).  A 16-bit
+through matrix descriptors, commits them as one group and waits for it -- or leaves it running into the next
+iteration where nothing reads the result meanwhile (`wgmma_groups`: a K loop's accumulator,
+attention's second dot).  A 16-bit
 operand is stored along whichever dimension its elements run (the instruction's ``imm-trans``
 flags say which); other types are stored K-major.  An A operand already in an mma v3 layout
 of the dot's warps (attention's probabilities, computed from the first dot's accumulator) is
@@ -20,7 +20,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
-from naiad.backends.cuda import async_copies
+from naiad.backends.cuda import async_copies, wgmma_groups
 from naiad.backends.cuda.accelerate_matmul import operand_kinds
 from naiad.backends.cuda.accumulators import ACC_REGISTER, pack_accumulator, pack_pair, unpack_accumulator
 from naiad.backends.cuda.async_copies import Staged
@@ -187,8 +187,10 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         return results
 
     def wait(results: list[ir.Value]) -> list[ir.Value]:
-        waited = asm(b, "wgmma.wait_group.sync.aligned 0;", [acc_type] * len(results), [], tied=results)
-        return unpack_accumulator(k, unpack(b, waited, len(results)), c_kind)
+        """Wait for every group: this one, and those of later dots that defer to it."""
+        waited = wgmma_groups.wait_for(k, results, wgmma_groups.waited_with(k, op),
+                                       "wgmma.wait_group.sync.aligned 0;")
+        return unpack_accumulator(k, waited, c_kind)
 
     steps = depth // k_instr
     chunk = _imprecise_steps(op, a_kind, k_instr)
@@ -203,21 +205,29 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         return True
     results = issue(range(steps), acc)
     # A group may run on past its iteration only when the next iteration writes none of the
-    # tiles it reads: its operands come from rings (the slot refilled next is the one the
-    # group before used), not from the scratch, which the next iteration stores into.  (An
-    # fp16 accumulator's registers are unpacked at once: its group is waited for here.)
+    # tiles it reads before its wait: its operands come from rings (the slot refilled next is
+    # the one the group before used), not from the scratch, which the next iteration stores
+    # into.  (An fp16 accumulator's registers are unpacked at once: its group is waited for
+    # here.)  `wgmma_groups` says which groups qualify.
     from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
-    carried = _carried_result(op) if from_rings and c_kind != "f16" else None
-    if carried is None:
-        k.define(result, wait(results))
+    carried = wgmma_groups.carried_result(op) if from_rings and c_kind != "f16" else None
+    if carried is not None:
+        # The accumulator goes on to the next iteration's wgmma while this group runs: wait for
+        # the previous group only (its tiles may then be overwritten, once every warpgroup is
+        # there), and for this one after the loop.
+        waited = asm(b, "wgmma.wait_group.sync.aligned 1;", [acc_type] * len(results), [], tied=results)
+        k.define(result, unpack(b, waited, len(results)))
+        k.hooks.barrier(b)
+        wgmma_groups.running(k, carried)
         return True
-    # The accumulator goes on to the next iteration's wgmma while this group runs: wait for the
-    # previous group only (its tiles may then be overwritten, once every warpgroup is there),
-    # and for this one after the loop (`lower_for`).
-    waited = asm(b, "wgmma.wait_group.sync.aligned 1;", [acc_type] * len(results), [], tied=results)
-    k.define(result, unpack(b, waited, len(results)))
-    k.hooks.barrier(b)
-    k.state.setdefault("wgmma_in_flight", set()).add(carried)
+    kept = isinstance(b_held, Staged) and (a_regs is not None or isinstance(a_held, Staged))
+    deferred = wgmma_groups.may_defer(k, op) if kept and c_kind != "f16" else None
+    if deferred is not None:
+        # waited for by the next iteration's first dot (`wgmma_groups.deferred_wait`)
+        k.define(result, results)
+        wgmma_groups.running(k, deferred)
+        return True
+    k.define(result, wait(results))
     return True
 
 
@@ -229,28 +239,3 @@ def _imprecise_steps(op: Any, a_kind: str, k_instr: int) -> int | None:
     if a_kind not in ("e4m3", "e5m2") or limit <= 0:
         return None
     return max(1, limit // k_instr)
-
-
-def _carried_result(op: Any) -> Any:
-    """The loop result a dot's accumulator becomes when the dot is the one update of a loop's
-    carried accumulator (``acc = tl.dot(a, b, acc)`` in a K loop), else None."""
-    loop = op.parent_op()
-    result = op.results[0]
-    uses = list(result.uses)
-    if not isinstance(loop, scf.ForOp) or len(uses) != 1 or not isinstance(uses[0].operation, scf.YieldOp):
-        return None
-    index = uses[0].index
-    if op.c is not loop.body.block.args[index + 1] or len(list(op.c.uses)) != 1:
-        return None
-    return loop.results[index]
-
-
-def wait_in_flight(k: GPUKernel, loop: Any) -> None:
-    """After ``loop``: wait for the wgmma groups still running on its accumulators."""
-    running = k.state.get("wgmma_in_flight", set())
-    for result in loop.results:
-        if result in running:
-            dist = k.env[result]
-            waited = asm(k.b, "wgmma.wait_group.sync.aligned 0;", [dist.values[0].type] * len(dist.values),
-                         [], tied=dist.values)
-            k.env[result] = Dist(dist.layout, dist.shape, unpack(k.b, waited, len(dist.values)))

@@ -30,6 +30,7 @@ from naiad.codegen import elementwise
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import Request, assign_layouts
 from naiad.ir import arith, tt
+from naiad.ir.types import shape_of
 
 #: Ops whose tensor result is cheap by itself (no tensor operands).
 _SOURCES = (tt.MakeRangeOp, tt.SplatOp, arith.ConstantOp)
@@ -86,11 +87,17 @@ def is_cheap(value: SSAValue, memo: dict | None = None) -> bool:
     return memo[value]
 
 
+def _holds(layouts: dict, value: SSAValue, layout: L.Layout) -> bool:
+    """Whether ``value``'s assigned layout already places its elements as ``layout`` does."""
+    held = layouts.get(value)
+    return held is not None and L.equivalent(held, layout, shape_of(value.type))
+
+
 def _wrong_requests(requests: list[Request], layouts: dict) -> dict[SSAValue, dict[Any, L.Layout]]:
     """Per value, the ops (using it as an operand) that want it in a layout it does not have."""
     wrong: dict[SSAValue, dict[Any, L.Layout]] = {}
     for op, value, layout in requests:
-        if layouts.get(value) != layout and any(v is value for v in op.operands):
+        if not _holds(layouts, value, layout) and any(v is value for v in op.operands):
             wrong.setdefault(value, {})[op] = layout
     return wrong
 
@@ -133,7 +140,7 @@ def _conversions(requests: list[Request], layouts: dict) -> list[Conversion]:
     earlier op in its own block or in a block around it (whose code dominates its own)."""
     result, seen = [], set()
     for op, value, layout in reversed(requests):     # requests were made from the last op back
-        if layouts.get(value) == layout:
+        if _holds(layouts, value, layout):
             continue
         for index, operand in enumerate(op.operands):
             if operand is not value:

@@ -322,7 +322,10 @@ class GPUKernel:
         return offsets
 
     def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
-        """``dist`` redistributed into ``layout`` (through shared memory)."""
+        """``dist`` redistributed into ``layout``: through shared memory, or as it is where
+        the two layouts place every element alike (`layouts.equivalent`)."""
+        if L.equivalent(dist.layout, layout, dist.shape):
+            return Dist(layout, dist.shape, dist.values)
         values = self.gather_through_shared(dist, mlir_type, layout, dist.shape, None,
                                             dist.shape, read_vector=_contiguous(layout, dist.shape))
         return Dist(layout, dist.shape, values)

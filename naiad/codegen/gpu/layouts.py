@@ -131,6 +131,18 @@ def _linear_of(layout: "Layout", shape: tuple[int, ...]) -> Linear | None:
     return make(tuple(shape)) if make is not None else None
 
 
+def equivalent(a: "Layout", b: "Layout", shape: Sequence[int]) -> bool:
+    """Whether ``a`` and ``b`` put every element of a tensor of ``shape`` in the same register
+    of the same thread, so that converting between them moves nothing: equal layouts, or ones
+    whose `Linear` forms agree -- e.g. the row slices of two tensor-core accumulators that
+    differ only in their instruction's N (attention's row maximum of one dot scaling the
+    other's accumulator)."""
+    if a == b:
+        return True
+    linear = linear_of(a, shape)
+    return linear is not None and linear == linear_of(b, shape)
+
+
 Layout = Any
 """`Blocked`, `Slice`, `Linear`, or a backend's layout object that has ``linear(shape)``."""
 
