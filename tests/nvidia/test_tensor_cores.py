@@ -414,6 +414,23 @@ def _innermost_loop(sass: str) -> list[str]:
     return [text for _, text in min(loops, key=len)] if loops else []
 
 
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 128, 32, 4), (128, 256, 64, 8)])
+def test_each_descriptor_is_a_32_bit_address_word_and_a_constant_high_word(bm, bn, bk, warps):
+    """A wgmma descriptor's address field needs no mask (shared memory is below 2^18 bytes) and
+    never carries into the fields above it: every descriptor is a zero-extended 32-bit word
+    or-ed with a constant that has only high bits -- no 64-bit adds with carries, no masks
+    (ptxas then builds each block's descriptor with one uniform add)."""
+    ptx = _compile_matmul(bm, bn, bk, warps).asm["ptx"]
+    defined = {m.group(1): int(m.group(3)) for m in
+               re.finditer(r"or\.b64\s+(%rd\d+), (%rd\d+), (-?\d+);", ptx)}
+    wgmmas = re.findall(r"wgmma\.mma_async[^}]*\}, (%rd\d+), (%rd\d+),", ptx)
+    assert wgmmas
+    for descriptor in {d for pair in wgmmas for d in pair}:
+        assert descriptor in defined, descriptor
+        assert defined[descriptor] & 0xFFFFFFFF == 0 and defined[descriptor] != 0
+    assert "16383" not in ptx
+
+
 @needs_ptxas
 def test_a_second_warpgroup_builds_its_descriptors_in_uniform_registers():
     """The warpgroup's index comes from a shuffle of lane 0's warp, which ptxas knows is

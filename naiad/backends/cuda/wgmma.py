@@ -44,25 +44,28 @@ def _const(value: int) -> ir.Constant:
     return ir.Constant(lt.I32, value)
 
 
-def _descriptor(k: GPUKernel, tile: Any, start: ir.Value) -> ir.Value:
-    """The 64-bit shared-memory matrix descriptor of a tile whose first byte is ``start``."""
+def _descriptor(k: GPUKernel, tile: Any, start: ir.Value) -> tuple[ir.Value, int]:
+    """The shared-memory matrix descriptor of a tile whose first byte is ``start``, as its low
+    32 bits (a value) and its high 32 bits (a constant: the stride and the swizzle).  A
+    shared-memory address is below 2^18 bytes, so its 16-byte units fill the 14-bit address
+    field without a mask and never carry into the leading-byte offset above it: the low word
+    is one shift-and-add, and each instruction's block (`_block_descriptor`) one 32-bit add --
+    no 64-bit carries (the masked, or-ed 64-bit form cost the 8-warp matmul 15 of its 114
+    loop instructions)."""
     b = k.b
     address = b.add(b.ptrtoint(k.hooks.shared_base(b), lt.I32), start)
-    field = b.zext(b.and_(b.lshr(address, _const(4)), _const(0x3FFF)), lt.I64)
-    fixed = ((tile.atom_bytes >> 4) << 16) | (((8 * tile.width) >> 4) << 32) | \
-        (_SWIZZLE_CODE[tile.width] << 62)
-    return b.or_(field, ir.Constant(lt.I64, fixed))
+    low = b.add(b.lshr(address, _const(4)), _const((tile.atom_bytes >> 4) << 16))
+    return low, ((8 * tile.width) >> 4) | (_SWIZZLE_CODE[tile.width] << 30)
 
 
-def _block_descriptor(k: GPUKernel, tile: Any, descriptor: ir.Value, index: ir.Value, depth: int) -> ir.Value:
-    """The descriptor of one instruction's block (M or N ``index``, K ``depth``): the tile's
-    ``descriptor`` plus the block's offset in 16-byte units.  The address field (bits 0-13)
-    cannot carry into the next field, since a shared-memory address is below 2^18 bytes; the
-    offsets are mostly constants, so each block costs one 64-bit add of a constant, where the
-    address, shift, mask and or of `_descriptor` are five instructions."""
+def _block_descriptor(k: GPUKernel, tile: Any, descriptor: tuple[ir.Value, int], index: ir.Value,
+                      depth: int) -> ir.Value:
+    """The 64-bit descriptor of one instruction's block (M or N ``index``, K ``depth``): the
+    tile's ``descriptor`` with the block's offset (in 16-byte units) added to its address."""
     b = k.b
+    low, high = descriptor
     offset = b.lshr(tile.block_start(b, _const(0), index, depth), _const(4))
-    return b.add(descriptor, b.zext(offset, lt.I64))
+    return b.or_(b.zext(b.add(low, offset), lt.I64), ir.Constant(lt.I64, high << 32))
 
 
 def _a_from_registers(k: GPUKernel, op: Any, a: Any, layout: NvidiaMma) -> dict | None:
