@@ -11,7 +11,8 @@ under the real ``import triton``; the same launch code then runs either module. 
   (tutorial 05), row sum, row cumsum (forward and reverse) and an embedding gather.  Bytes = each input read once + each output
   written once.  Every Naiad and Triton result is checked against torch before it is timed;
   then the median over repeats of the time between two torch.cuda.Events around one call
-  (after warmup calls; no L2 flush, the sizes are far larger than L2).
+  (after warmup calls; no L2 flush, the sizes are far larger than L2), and of that the median
+  over 4 rounds that time torch, Naiad and Triton in turn (the order reversing each round).
 * compute (matmul_*, attention_*): TFLOP/s of the tutorial-03 matmul kernel (fp16, bf16, fp8,
   tf32, int8; square and skinny decode-time shapes, each with the config Triton's tutorial
   uses for it) and of an online-softmax attention forward kernel (D 64 and 128, causal or
@@ -521,10 +522,11 @@ class Settings:
     launches: int
     launch_repeats: int
     cold_runs: int
+    rounds: int             # of timing every column of a row in turn (the order alternating)
 
     @classmethod
     def of(cls, quick: bool) -> Settings:
-        return cls(True, 5, 20, 2000, 3, 1) if quick else cls(False, 10, 100, 10000, 9, 5)
+        return cls(True, 5, 20, 2000, 3, 1, 1) if quick else cls(False, 10, 50, 10000, 9, 5, 4)
 
 
 @dataclass
@@ -588,20 +590,34 @@ def bandwidth_rows(make: Callable[[bool], Workload], kernels: dict, s: Settings)
     row = Row(w.title, unit, {}, [], w.goal)
     try:
         expected = w.reference(*w.args)
-        row.values["torch"] = amount / gpu_median_ms(lambda: w.reference(*w.args), s) / 1e6
     except Exception as e:      # noqa: BLE001 -- a row reports its failure, the run goes on
         row.failures.append(f"torch FAIL: {first_line(e)}")
         return [row]
+    runs = {"torch": lambda: w.reference(*w.args)}
     for framework, k in kernels.items():
         run = functools.partial(w.launch, k, *w.args, w.out)
         try:
             poison(w.out)
             run()
             check(w.out, expected, w.rtol, w.atol)
-            row.values[framework] = amount / gpu_median_ms(run, s) / 1e6
+            runs[framework] = run
         except Exception as e:  # noqa: BLE001
             row.failures.append(f"{framework} FAIL: {first_line(e)}")
+    for name, ms in interleaved_medians_ms(runs, s).items():
+        row.values[name] = amount / ms / 1e6
     return [row]
+
+
+def interleaved_medians_ms(runs: dict[str, Callable[[], Any]], s: Settings) -> dict[str, float]:
+    """Per column, the median over ``s.rounds`` rounds of `gpu_median_ms`; each round times
+    every column once, in an order that reverses from round to round, so that the GPU's clock
+    and temperature drifts fall on all columns alike (timed one after the other, the 8192^3
+    matmul's ratio moved by 5 % between runs)."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(s.rounds):
+        for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
+            samples[name].append(gpu_median_ms(runs[name], s))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def host_medians_us(calls: dict[str, Callable[[], Any]], s: Settings) -> dict[str, float]:

@@ -17,7 +17,8 @@ Rows: forward and backward, fp16, batch 4, 32 heads, N_CTX 1024 and 4096 (2048 w
 head dim 64 and 128, causal and not.  TFLOP/s as the tutorial counts them (forward 4 B H N^2 D,
 halved when causal; backward 2.5 times the forward).  The backward row times ``o.backward(do)``
 after one forward, as the tutorial's benchmark does.  Every result (output and dQ, dK, dV) is
-checked against torch's SDPA first; then the median of torch.cuda.Event times (bench/gpu.py).
+checked against torch's SDPA first; then the median of torch.cuda.Event times over rounds
+that time the columns in turn (bench/gpu.py's `interleaved_medians_ms`).
 
 Prints the table, writes CSV (bench/results/gpu-attention.csv by default).  Needs a CUDA
 device, torch and Triton 3.6 (without Triton, its column stays empty).
@@ -83,14 +84,16 @@ def with_gradients(run, q, k, v, causal: bool, do):
 SCALE = 0.5
 
 
-def timed(run, q, k, v, causal: bool, mode: str, settings) -> float:
-    """ms of one forward, or of one backward after a forward (``retain_graph``)."""
+def timed_call(run, q, k, v, causal: bool, mode: str):
+    """What one timing runs: a forward, or a backward after one forward (``retain_graph``)."""
     if mode == "fwd":
-        with torch.no_grad():
-            return gpu.gpu_median_ms(lambda: run(q, k, v, causal), settings)
+        def forward():
+            with torch.no_grad():
+                return run(q, k, v, causal)
+        return forward
     out = run(q, k, v, causal)
     do = torch.randn_like(out)
-    return gpu.gpu_median_ms(lambda: out.backward(do, retain_graph=True), settings)
+    return lambda: out.backward(do, retain_graph=True)
 
 
 def attention_row(modules: dict, z: int, h: int, n_ctx: int, head_dim: int, causal: bool,
@@ -101,15 +104,17 @@ def attention_row(modules: dict, z: int, h: int, n_ctx: int, head_dim: int, caus
     q, k, v = inputs(z, h, n_ctx, head_dim)
     do = torch.randn_like(q) if mode == "bwd" else None
     expected = with_gradients(sdpa, q, k, v, causal, do)
-    row.values["torch"] = flops / timed(sdpa, q, k, v, causal, mode, settings) / 1e9
+    calls = {"torch": timed_call(sdpa, q, k, v, causal, mode)}
     for framework, module in modules.items():
         run = lambda q, k, v, causal, m=module: m.attention(q, k, v, causal, SCALE, False)  # noqa: E731
         try:
             for got, want in zip(with_gradients(run, q, k, v, causal, do), expected):
                 gpu.check(got, want, 0.0, 2e-2)
-            row.values[framework] = flops / timed(run, q, k, v, causal, mode, settings) / 1e9
+            calls[framework] = timed_call(run, q, k, v, causal, mode)
         except Exception as e:  # noqa: BLE001 -- a row reports its failure, the run goes on
             row.failures.append(f"{framework} FAIL: {gpu.first_line(e)}")
+    for name, ms in gpu.interleaved_medians_ms(calls, settings).items():
+        row.values[name] = flops / ms / 1e9
     return row
 
 
