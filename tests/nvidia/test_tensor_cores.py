@@ -188,6 +188,17 @@ def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch, k_instr, types):
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 
+def test_mma_sync_loads_b_for_two_k_steps_at_once():
+    """The skinny matmul (16 x 128 x 128 tiles, 4 warps: each warp 16 x 32, four blocks of 8
+    columns, eight K steps): A once per K step (.x4), B once per block of columns and pair of
+    K steps (.x4.trans, N-contiguous B) -- 8 + 16 ldmatrix a warp, as Triton's SASS has them
+    (before: .x2.trans per step, 32)."""
+    ptx = _compile_matmul(16, 128, 128, 4, stages=4).asm["ptx"]
+    loads = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.(x\d(?:\.trans)?)\.shared\.b16", ptx)
+    assert sorted(set(loads)) == ["x4", "x4.trans"], loads
+    assert loads.count("x4") == 8 and loads.count("x4.trans") == 16, loads
+
+
 @pytest.mark.parametrize("dtype, precision, m, k", [("fp32", "ieee", 64, 16), ("fp16", "tf32", 16, 8),
                                                     ("fp32", "tf32", 16, 4)])
 def test_dots_tensor_cores_cannot_take_stay_on_fma(dtype, precision, m, k):

@@ -2,8 +2,9 @@
 
 Both operands in `PaddedTile` s (A K-major, B along whichever dimension its elements run when
 16-bit, else K-major; `operand_staging`); each warp loads its A fragments with ``ldmatrix.x4``
-and its B fragments with ``ldmatrix.x2`` (``.trans`` for a B whose rows run along N) -- 32
-bytes of K per step, whatever the type -- then issues ``mma.sync.m16n8kK`` per 16x8 tile and
+and its B fragments with ``ldmatrix.x4`` for two K steps at once (``.x2`` for a last odd one;
+``.trans`` for a B whose rows run along N) -- 32 bytes of K per step, whatever the type -- once
+per block of rows or columns, then issues ``mma.sync.m16n8kK`` per 16x8 tile and
 K step (`accelerate_matmul.MMA_SYNC`).  A dot smaller than the tile reads its rows and
 columns again for the tile's rest; warps beyond the tiles repeat them.
 """
@@ -75,19 +76,27 @@ def lower_mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         return unpack(b, asm(b, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
                              [lt.I32] * 4, [address]), 4)
 
-    def b_fragments(col0: ir.Value, q: int) -> list[ir.Value]:
-        """b0, b1 of columns col0.. and the K step at q: K bytes 0-15 and 16-31, through
-        ``.trans`` when the tile's rows run along K (16-bit types only)."""
+    def b_fragments(col0: ir.Value, q: int, steps: int) -> list[list[ir.Value]]:
+        """b0, b1 of columns col0.. for ``steps`` (1 or 2) K steps from q: K bytes 0-15 and
+        16-31 of each, one ``ldmatrix`` (``.x4`` for two steps, as Triton loads them: half the
+        instructions), through ``.trans`` when the tile's rows run along K (16-bit types
+        only)."""
+        count = 2 * steps
         if b_tile.k_major:               # rows are columns of B: lane l gives column l % 8
             col = b.add(col0, row_in)
             col = b.and_(col, _const(n - 1)) if n < 8 else col      # (a smaller N repeats)
-            coords = [b.add(_const(q), b.mul(b.and_(matrix, _const(1)), _const(half))), col]
-            opcode = "ldmatrix.sync.aligned.m8n8.x2.shared.b16"
-        else:                            # rows are K: lane l gives K row l % 16
-            coords = [b.add(_const(q), b.and_(k.lane, _const(15))), col0]
-            opcode = "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"
+            # matrix j of the lane's group: K half j % 2 of step j // 2
+            depth_ = b.add(b.mul(b.and_(matrix, _const(1)), _const(half)),
+                           b.mul(b.and_(b.lshr(matrix, _const(1)), _const(steps - 1)), _const(k_instr)))
+            coords = [b.add(_const(q), depth_), col]
+            opcode = f"ldmatrix.sync.aligned.m8n8.x{count}.shared.b16"
+        else:                            # rows are K: lane l gives K row l % (16 * steps)
+            coords = [b.add(_const(q), b.and_(k.lane, _const(16 * steps - 1))), col0]
+            opcode = f"ldmatrix.sync.aligned.m8n8.x{count}.trans.shared.b16"
         address = b.add(smem, b_tile.address(b, b_base, coords))
-        return unpack(b, asm(b, f"{opcode} {{$0, $1}}, [$2];", [lt.I32] * 2, [address]), 2)
+        outputs = ", ".join(f"${i}" for i in range(count))
+        loaded = unpack(b, asm(b, f"{opcode} {{{outputs}}}, [${count}];", [lt.I32] * count, [address]), count)
+        return [loaded[2 * i:2 * i + 2] for i in range(steps)]
 
     count = 2 if c_kind == "f16" else 4        # accumulator registers (fp16: two to one)
     register = ACC_REGISTER[c_kind]
@@ -100,18 +109,22 @@ def lower_mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     # bases wrap to zero): those bits of the index are dropped.
     dropped = (1 if n == 1 else 0) | (2 if m <= 8 else 0)
     kept = [j for j in range(4) if not j & dropped]
+    starts = range(0, depth, k_instr)
     results: list[ir.Value] = []
     for r in range(reps_m):
         row0 = b.add(b.mul(warp_m, _const(16)), _const(r * rows))
+        a_steps = [a_fragments(row0, q) for q in starts]      # each block of columns reuses them
         for s in range(reps_n):
             col0 = b.add(b.mul(warp_n, _const(8)), _const(s * cols))
             first = (r * reps_n + s) * len(kept)
             held = acc[first:first + len(kept)]
             regs = (pack_accumulator(k, [held[kept.index(j & ~dropped)] for j in range(4)], c_kind)
                     if acc else [ir.Constant(register, 0)] * count)
-            for q in range(0, depth, k_instr):
-                fragments = a_fragments(row0, q) + b_fragments(col0, q)
-                regs = unpack(b, asm(b, text, [register] * count, fragments + regs, effects=False), count)
+            b_steps = [f for i in range(0, len(starts), 2)
+                       for f in b_fragments(col0, starts[i], min(2, len(starts) - i))]
+            for fragments in zip(a_steps, b_steps):
+                regs = unpack(b, asm(b, text, [register] * count, fragments[0] + fragments[1] + regs,
+                                     effects=False), count)
             values = unpack_accumulator(k, regs, c_kind)
             results.extend(values[j] for j in kept)
     k.define(result, results)
