@@ -324,6 +324,19 @@ def test_dot_operands_of_descriptors_are_pipelined_through_the_copy_engine(eleme
     _check_binary(kernel)
 
 
+@pytest.mark.parametrize("element, bm, bn, warps", [("fp16", 128, 128, 4), ("fp16", 128, 256, 8),
+                                                 ("bf16", 64, 256, 4)])
+def test_an_accumulator_reaches_the_tma_stores_tile_through_stmatrix(element, bm, bn, warps):
+    """The epilogue's fp16/bf16 tile goes from the accumulator's registers into the swizzled
+    scratch with ``stmatrix.x4`` (four 8 x 8 matrices, one 16 x 16 block of a warp's), as
+    Triton's does -- a thread's bm x bn / (32 warps) values in groups of 8, no st.shared."""
+    kernel = _matmul_kernel(element, bm, bn, 64 if element == "fp16" else 32, False, warps=warps)
+    ptx = kernel.asm["ptx"]
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == bm * bn // (32 * warps) // 8
+    assert "st.shared" not in ptx
+    _check_binary(kernel)
+
+
 def test_fp8_operands_summed_along_rows_stay_ordinary():
     """wgmma reads 8-bit operands K-major only: an fp8 B tile whose rows run along N cannot be
     the copy engine's (its geometry is the tensor's) and stays an ordinary load, while A still
