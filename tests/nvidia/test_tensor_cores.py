@@ -188,6 +188,18 @@ def test_dots_compile_to_mma_sync(dtype, m, n, k, warps, arch, k_instr, types):
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 128, 32, 4), (128, 256, 64, 8)])
+def test_the_epilogue_converts_the_accumulator_through_stmatrix(bm, bn, bk, warps):
+    """The fp16 result goes from the accumulator's layout to the store's through the padded
+    scratch: written with ``stmatrix.x4`` (a thread's values in groups of 8), as Triton's
+    epilogue does, where 32-bit ``st.shared`` took four times the instructions; mma.sync
+    (sm_80) has no stmatrix and keeps them."""
+    ptx = _compile_matmul(bm, bn, bk, warps).asm["ptx"]
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == bm * bn // (32 * warps) // 8
+    assert not re.search(r"st\.shared\.(b|u)32", ptx)
+    assert "stmatrix" not in _compile_tile("fp16", 64, 64, 32, 4, arch=80).asm["ptx"]
+
+
 def test_mma_sync_loads_b_for_two_k_steps_at_once():
     """The skinny matmul (16 x 128 x 128 tiles, 4 warps: each warp 16 x 32, four blocks of 8
     columns, eight K steps): A once per K step (.x4), B once per block of columns and pair of

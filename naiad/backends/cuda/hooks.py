@@ -9,7 +9,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.backends.cuda import conversions, memory_ptx
+from naiad.backends.cuda import conversions, matrix_stores, memory_ptx
 from naiad.backends.cuda.ptx_asm import asm
 from naiad.backends.cuda.tensor_map_encoding import MAP_ALIGN, MAP_BYTES
 from naiad.backends.cuda.tensor_maps import PARAM_SPACE
@@ -172,6 +172,9 @@ class NVPTXHooks(GPUHooks):
             smem.linkage = "external"
             smem.align = 1024            # tensor-core tiles: the swizzle follows the address bits
         return lt.opaque(b, smem, self.shared_addrspace)
+
+    def store_in_shared(self, k: Any, dist: Any, addresses: Any) -> bool:
+        return self.arch >= 90 and matrix_stores.store_matrices(k, dist, True, addresses)
 
     # -- memory with hints, atomics, polling: PTX (`memory_ptx`) ----------------------------------
     def access_policy(self, k: Any, op: Any, store: bool) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.backends.cuda.ptx_asm import asm
-from naiad.backends.cuda.matrix_stores import store_matrices
+from naiad.backends.cuda.matrix_stores import store_tile
 from naiad.backends.cuda.shared_tiles import SwizzledTile, read_registers, slot_bytes, store_registers
 from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
@@ -164,7 +164,7 @@ def lower_store(k: GPUKernel, op: Any) -> None:
     indices = None if block.tile is not None else [k.linear(c, shape) for c in k.coordinates(dist.layout, shape)]
     k.hooks.barrier(b)
     if block.tile is not None:
-        if not store_matrices(k, dist, block.tile, block.offset):
+        if not store_tile(k, dist, block.tile, block.offset):
             store_registers(k, dist, block.tile, block.offset)
     else:
         for index, element in zip(indices, dist.values):

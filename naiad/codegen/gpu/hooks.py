@@ -189,6 +189,15 @@ class GPUHooks(TargetHooks):
         """The 32-bit ``value`` of lane ``lane - delta`` (a lane's own below ``delta``)."""
         raise self._missing("shuffle_up")
 
+    def store_in_shared(self, k: Any, dist: Any, addresses: Any) -> bool:
+        """Write a thread's elements of ``dist`` (a `Dist`, 16 contiguous bytes for each 8
+        16-bit elements of a row at the destination) into shared memory the target's faster
+        way -- NVIDIA's ``stmatrix`` for a tensor-core accumulator --, given
+        ``addresses(thread, constants)``: the 32-bit shared addresses of the elements at
+        coordinates ``thread`` (values) plus each of ``constants``.  False (nothing emitted):
+        the shared code stores each element."""
+        return False
+
     def shared_base(self, b: ir.IRBuilder) -> ir.Value:
         """A pointer (in the shared address space) to the block's shared memory, whose size the
         compiler reports as the kernel's ``shared`` metadata."""

@@ -350,7 +350,8 @@ class GPUKernel:
         if split is None:
             for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
                 self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
-        else:
+        elif not (padding.keeps_chunks(dist.shape) and
+                  self.hooks.store_in_shared(self, dist, self._padded_addresses(padding, dist.shape, stored))):
             first = self.shared_pointer(padding.index(self.b, self.linear(split[0], dist.shape)), stored)
             for value, offset in zip(dist.values, split[1]):
                 value = self.b.zext(value, lt.I8) if value.type == lt.I1 else value
@@ -365,6 +366,15 @@ class GPUKernel:
         values = [self.b.load(self._at(first, padding.offset(_row_major(offset, shape)), stored), typ=stored)
                   for offset in split[1]]
         return [self.b.trunc(v, lt.I1) for v in values] if storage == lt.I1 else values
+
+    def _padded_addresses(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type) -> Callable:
+        """For `GPUHooks.store_in_shared`: the 32-bit shared addresses, in the padded scratch
+        of a tile of ``shape``, of coordinates ``thread`` plus each of ``constants``."""
+        def addresses(thread: list[ir.Value], constants: list[tuple[int, ...]]) -> list[ir.Value]:
+            first = self.shared_pointer(padding.index(self.b, self.linear(thread, shape)), stored)
+            return [self.b.ptrtoint(self._at(first, padding.offset(_row_major(c, shape)), stored), lt.I32)
+                    for c in constants]
+        return addresses
 
     def _at(self, pointer: ir.Value, delta: int, storage: ir.Type) -> ir.Value:
         """``delta`` elements of ``storage`` after ``pointer``."""
@@ -550,6 +560,11 @@ class SharedPadding:
         if numel(shape) <= row:
             return SharedPadding(element_bytes, row, 0, 1)
         return SharedPadding(element_bytes, row, max(1, chunk // element_bytes), 128 // chunk)
+
+    def keeps_chunks(self, shape: Sequence[int]) -> bool:
+        """Whether every 16 bytes of a row that start at a multiple of 16 stay 16 contiguous,
+        aligned bytes (rows and pads of whole chunks)."""
+        return len(shape) == 2 and all(n * self.element_bytes % 16 == 0 for n in (self.row, self.pad, shape[1]))
 
     def offset(self, i: int) -> int:
         """The padded position of index ``i`` (at compile time)."""
