@@ -61,7 +61,7 @@ def deferred_wait(op: Any, threads: int) -> tuple[Any, Any] | None:
     earlier dot's wait, so no slot is refilled while the group still reads it.  And the
     registers that stay live across the earlier dot (`_held_registers`, for ``threads``
     threads) must leave room for the rest: tutorial 06's D128 forward on 4 warps would hold 224
-    and spill 340 bytes (160 without)."""
+    and spill 340 bytes (148 without)."""
     loop, index = _yielded(op)
     if loop is None or carried_result(op) is not None:
         return None
