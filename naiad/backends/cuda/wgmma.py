@@ -2,10 +2,9 @@
 
 Each operand is in shared memory as a `SwizzledTile` (`operand_staging`); then each warpgroup
 issues one ``wgmma.mma_async`` per 64-row pass, column block and K step, reading the tiles
-through matrix descriptors, commits them as one group and waits for it -- or leaves it running into the next
-iteration where nothing reads the result meanwhile (`wgmma_groups`: a K loop's accumulator,
-attention's second dot).  A 16-bit
-operand is stored along whichever dimension its elements run (the instruction's ``imm-trans``
+through matrix descriptors, commits them as one group and waits for it -- or leaves it running
+into the next iteration where nothing reads the result meanwhile (`wgmma_groups`: a K loop's
+accumulator, attention's second dot).  A 16-bit operand is stored along whichever dimension its elements run (the instruction's ``imm-trans``
 flags say which); other types are stored K-major.  An A operand already in an mma v3 layout
 of the dot's warps (attention's probabilities, computed from the first dot's accumulator) is
 passed from registers: its accumulator registers are the A fragments, two to a 32-bit
@@ -18,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.dialects import scf
 
 from naiad.backends.cuda import async_copies, wgmma_groups
 from naiad.backends.cuda.accelerate_matmul import operand_kinds
@@ -218,8 +216,7 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         # The accumulator goes on to the next iteration's wgmma while this group runs: wait for
         # the previous group only (its tiles may then be overwritten, once every warpgroup is
         # there), and for this one after the loop.
-        waited = asm(b, "wgmma.wait_group.sync.aligned 1;", [acc_type] * len(results), [], tied=results)
-        k.define(result, unpack(b, waited, len(results)))
+        k.define(result, wgmma_groups.wait_for(k, results, [], "wgmma.wait_group.sync.aligned 1;"))
         k.hooks.barrier(b)
         wgmma_groups.running(k, carried)
         return True

@@ -74,8 +74,7 @@ def deferred_wait(op: Any, threads: int) -> tuple[Any, Any] | None:
     users = [_in_block(use.operation, block) for use in carried.uses]
     first_use = min((ops.index(u) for u in users), default=len(ops))
     for earlier in reversed(ops[:min(here, first_use)]):
-        if isinstance(earlier, tt.DotOp) and mma_version(earlier) == 3 and \
-                carried_result(earlier) is None and _yielded(earlier)[0] is None:
+        if isinstance(earlier, tt.DotOp) and mma_version(earlier) == 3 and _yielded(earlier)[0] is None:
             fits = _held_registers(op, earlier, threads) <= _HELD_REGISTERS
             return (earlier, carried) if fits else None
     return None
@@ -137,9 +136,8 @@ def wait_in_flight(k: GPUKernel, loop: Any) -> None:
     for result in loop.results:
         if result in groups:
             dist = k.env[result]
-            waited = asm(k.b, "wgmma.wait_group.sync.aligned 0;", [v.type for v in dist.values],
-                         [], tied=dist.values)
-            k.env[result] = Dist(dist.layout, dist.shape, unpack(k.b, waited, len(dist.values)))
+            waited = wait_for(k, dist.values, [], "wgmma.wait_group.sync.aligned 0;")
+            k.env[result] = Dist(dist.layout, dist.shape, waited)
 
 
 def _yielded(op: Any) -> tuple[Any, int]:

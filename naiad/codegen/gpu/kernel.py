@@ -352,28 +352,30 @@ class GPUKernel:
                 self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
         elif not (padding.keeps_chunks(dist.shape) and
                   self.hooks.store_in_shared(self, dist, self._padded_addresses(padding, dist.shape, stored))):
-            first = self.shared_pointer(padding.index(self.b, self.linear(split[0], dist.shape)), stored)
-            for value, offset in zip(dist.values, split[1]):
+            for value, pointer in zip(dist.values, self._padded_pointers(padding, dist.shape, stored, *split)):
                 value = self.b.zext(value, lt.I8) if value.type == lt.I1 else value
-                self.b.store(value, self._at(first, padding.offset(_row_major(offset, dist.shape)), stored))
+                self.b.store(value, pointer)
         self.hooks.barrier(self.b)
         split = self.split_coordinates(layout, shape) if source is None else None
         if split is None:
             source = source or (lambda c: c)
             return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape)), storage)
                     for coords in self.coordinates(layout, shape)]
-        first = self.shared_pointer(padding.index(self.b, self.linear(split[0], shape)), stored)
-        values = [self.b.load(self._at(first, padding.offset(_row_major(offset, shape)), stored), typ=stored)
-                  for offset in split[1]]
+        values = [self.b.load(p, typ=stored) for p in self._padded_pointers(padding, shape, stored, *split)]
         return [self.b.trunc(v, lt.I1) for v in values] if storage == lt.I1 else values
 
+    def _padded_pointers(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type,
+                         thread: list[ir.Value], constants: list[tuple[int, ...]]) -> list[ir.Value]:
+        """Pointers, in the padded scratch of a tile of ``shape``, to the elements at coordinates
+        ``thread`` (values) plus each of ``constants`` (`split_coordinates`' two parts): one
+        address computation, the rest constant offsets."""
+        first = self.shared_pointer(padding.index(self.b, self.linear(thread, shape)), stored)
+        return [self._at(first, padding.offset(_row_major(c, shape)), stored) for c in constants]
+
     def _padded_addresses(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type) -> Callable:
-        """For `GPUHooks.store_in_shared`: the 32-bit shared addresses, in the padded scratch
-        of a tile of ``shape``, of coordinates ``thread`` plus each of ``constants``."""
+        """For `GPUHooks.store_in_shared`: `_padded_pointers` as 32-bit shared addresses."""
         def addresses(thread: list[ir.Value], constants: list[tuple[int, ...]]) -> list[ir.Value]:
-            first = self.shared_pointer(padding.index(self.b, self.linear(thread, shape)), stored)
-            return [self.b.ptrtoint(self._at(first, padding.offset(_row_major(c, shape)), stored), lt.I32)
-                    for c in constants]
+            return [self.b.ptrtoint(p, lt.I32) for p in self._padded_pointers(padding, shape, stored, thread, constants)]
         return addresses
 
     def _at(self, pointer: ir.Value, delta: int, storage: ir.Type) -> ir.Value:
