@@ -36,8 +36,9 @@ from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp
 from naiad.ir.types import shape_of
 
 #: Registers of a thread that a deferred wait may keep live across the earlier dot (of 255;
-#: the rest hold addresses, the softmax's row statistics and the loop's other values).
-_HELD_REGISTERS = 192
+#: the rest hold the softmax's row statistics and the loop's other values): the accumulators,
+#: the A operand from registers, and the 64-bit chunk addresses of the loop's pointer loads.
+_HELD_REGISTERS = 224
 _IN_FLIGHT = "wgmma_in_flight"
 _WAITED_EARLY = "wgmma_waited_early"
 
@@ -60,8 +61,9 @@ def deferred_wait(op: Any, threads: int) -> tuple[Any, Any] | None:
     must follow ``op``: the barrier ``op`` makes before reading its tiles comes after that
     earlier dot's wait, so no slot is refilled while the group still reads it.  And the
     registers that stay live across the earlier dot (`_held_registers`, for ``threads``
-    threads) must leave room for the rest: tutorial 06's D128 forward on 4 warps would hold 224
-    and spill 340 bytes (148 without)."""
+    threads) must leave room for the rest: tutorial 06's D128 forward on 4 warps holds 224
+    with its K and V tiles from the copy engine (245 registers, no spills; 229 without the
+    deferral), 256 with them from pointers (it spilled 340 bytes, 148 without)."""
     loop, index = _yielded(op)
     if loop is None or carried_result(op) is not None:
         return None
@@ -75,7 +77,8 @@ def deferred_wait(op: Any, threads: int) -> tuple[Any, Any] | None:
     first_use = min((ops.index(u) for u in users), default=len(ops))
     for earlier in reversed(ops[:min(here, first_use)]):
         if isinstance(earlier, tt.DotOp) and mma_version(earlier) == 3 and _yielded(earlier)[0] is None:
-            fits = _held_registers(op, earlier, threads) <= _HELD_REGISTERS
+            held = _held_registers(op, earlier, threads) + _address_registers(block, threads)
+            fits = held <= _HELD_REGISTERS
             return (earlier, carried) if fits else None
     return None
 
@@ -85,6 +88,17 @@ def _held_registers(op: Any, earlier: Any, threads: int) -> int:
     both accumulators, and ``op``'s A operand (it may come from registers)."""
     values = [op.results[0], earlier.results[0], op.a]
     return sum(math.prod(shape_of(v.type)) * lt.byte_size(lt.scalar(v.type)) for v in values) // (4 * threads)
+
+
+def _address_registers(block: Any, threads: int) -> int:
+    """32-bit registers a thread holds for the addresses of the pointer loads that ``block``
+    stages (two for each 16-byte chunk it copies); the copy engine's need none."""
+    chunks = 0
+    for load in block.ops:
+        if isinstance(load, AsyncLoadOp):
+            value = load.results[0]
+            chunks += -(-math.prod(shape_of(value.type)) * lt.byte_size(lt.scalar(value.type)) // (16 * threads))
+    return 2 * chunks
 
 
 def waited_with(k: GPUKernel, op: Any) -> list[Any]:
