@@ -11,7 +11,8 @@ kernel, the backward's preprocess and dK/dV/dQ kernels) with the tutorial's test
 configs would cost minutes of compilation per shape.  Under Triton the forward gets host
 tensor descriptors on sm_90; under Naiad ``driver.active`` (asked with no arguments) is the
 default backend's, the CPU's, so the tutorial's ``is_cuda()`` is false and its kernel builds
-the descriptors from plain pointers.
+the descriptors from plain pointers (``tl.make_tensor_descriptor`` of rows ``Z * H * N_CTX``:
+tensor maps the launcher computes, `naiad.backends.cuda.tensor_maps`).
 
 Rows: forward and backward, fp16, batch 4, 32 heads, N_CTX 1024 and 4096 (2048 with --quick),
 head dim 64 and 128, causal and not.  TFLOP/s as the tutorial counts them (forward 4 B H N^2 D,

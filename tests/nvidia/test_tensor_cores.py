@@ -114,10 +114,12 @@ def attention(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl
 
 
 @naiad.jit
-def descriptor_attention(Q, K, V, Out, sm_scale, N_CTX, rows, HEAD_DIM: tl.constexpr,
+def descriptor_attention(Q, K, V, Out, sm_scale, N_CTX, heads, HEAD_DIM: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """`attention` with its tiles through descriptors of the whole ``rows`` (heads x N_CTX) x
-    HEAD_DIM tensors, as tutorial 06 reads them: on sm_90 the copy engine brings them."""
+    """`attention` with its tiles through descriptors of the whole (heads x N_CTX) x HEAD_DIM
+    tensors, as tutorial 06 reads them (the rows a product the kernel computes): on sm_90 the
+    copy engine brings them, the launch computing that product for the tensor maps."""
+    rows = heads * N_CTX
     q_desc = tl.make_tensor_descriptor(Q, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
     k_desc = tl.make_tensor_descriptor(K, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
     v_desc = tl.make_tensor_descriptor(V, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
@@ -428,7 +430,7 @@ def test_attentions_second_dot_runs_on_over_the_next_first_dot(head_dim, warps, 
     from the copy engine).  (The pointers' alignment lets the pipeliner stage K and V in
     rings: only such tiles stay put while a group runs on.)"""
     attrs = {name: [["tt.divisibility", 16]] for name in ("Q", "K", "V", "Out", "N_CTX")}
-    signature = {**_ATTENTION_SIG, "rows": "i32"} if descriptors else _ATTENTION_SIG
+    signature = {**_ATTENTION_SIG, "heads": "i32"} if descriptors else _ATTENTION_SIG
     kernel = compile_cuda(descriptor_attention if descriptors else attention, signature,
                           {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64,
                            **({} if descriptors else {"CAUSAL": False})}, attrs, num_warps=warps)
@@ -746,7 +748,7 @@ def test_descriptor_attention_against_torch(gpu, head_dim, warps):
     q, k, v = (torch.randn((1, z_h, n_ctx, head_dim), device="cuda", generator=gen, dtype=torch.float16)
                for _ in range(3))
     out = torch.full_like(q, math.nan)
-    descriptor_attention[(n_ctx // 128, z_h)](q, k, v, out, 1 / math.sqrt(head_dim), n_ctx, z_h * n_ctx,
+    descriptor_attention[(n_ctx // 128, z_h)](q, k, v, out, 1 / math.sqrt(head_dim), n_ctx, z_h,
                                               HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, num_warps=warps)
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     assert (out.float() - expected).abs().max() < 2e-2

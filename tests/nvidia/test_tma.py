@@ -45,6 +45,13 @@ def in_kernel_kernel(out, a, M, N, ld_a, ld_out, BM: tl.constexpr, BN: tl.conste
 
 
 @naiad.jit
+def loaded_shape_kernel(out, a, sizes, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.load(sizes)
+    src = tl.make_tensor_descriptor(a, shape=[m, 64], strides=[64, 1], block_shape=[BM, BN])
+    tl.store(out + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], src.load([0, 0]))
+
+
+@naiad.jit
 def rows_sum_kernel(src, dst, K, BM: tl.constexpr, BK: tl.constexpr):
     """A load in a loop (left to the pipelined ordinary loads) and a store after it (TMA)."""
     m = tl.program_id(0) * BM
@@ -128,18 +135,32 @@ def test_stores_whose_rows_may_end_inside_a_16_byte_chunk_stay_ordinary():
     assert len(kernel.metadata["tensor_maps"]) == 1
 
 
-def test_in_kernel_descriptors_of_arguments_take_maps():
+@pytest.mark.parametrize("n_aligned", [False, True])
+def test_in_kernel_descriptors_of_arguments_take_maps(n_aligned):
     """``tl.make_tensor_descriptor`` of kernel arguments: the launcher encodes the maps from
-    them; a shape the kernel computes (``M + BM``) cannot be, and that store stays ordinary."""
+    them, and from sums, differences and products of them (the store's ``M + BM``), computed
+    as the kernel's 32-bit arithmetic would.  The store's rows (``N + BN``) must be whole
+    16-byte chunks for every launch: with N not known to be a multiple of 16 it stays ordinary."""
     signature = {"out": "*fp16", "a": "*fp16", "M": "i32", "N": "i32", "ld_a": "i32", "ld_out": "i32"}
-    attrs = {name: D16 for name in ("out", "a", "ld_a", "ld_out")}
+    attrs = {name: D16 for name in ("out", "a", "ld_a", "ld_out") + (("N",) if n_aligned else ())}
     kernel = compile_cuda(in_kernel_kernel, signature,
                           {"BM": 32, "BN": 64, "PADDING": "nan"}, attrs)
     ptx = kernel.asm["ptx"]
-    assert TMA_LOAD in ptx and TMA_STORE not in ptx and "st.global" in ptx
-    (tmap,) = kernel.metadata["tensor_maps"]
-    assert tmap == {"element": "fp16", "box": [32, 64], "swizzle": 128, "fill": "nan", "base": 1,
-                    "shape": [["arg", 2], ["arg", 3]], "strides": [["arg", 4]]}
+    assert TMA_LOAD in ptx and (TMA_STORE in ptx) == n_aligned and ("st.global" in ptx) != n_aligned
+    load = {"element": "fp16", "box": [32, 64], "swizzle": 128, "fill": "nan", "base": 1,
+            "shape": [["arg", 2], ["arg", 3]], "strides": [["arg", 4]]}
+    store = {"element": "fp16", "box": [32, 64], "swizzle": 128, "fill": "zero", "base": 0,
+             "shape": [["add", 32, ["arg", 2], ["const", 32]], ["add", 32, ["arg", 3], ["const", 64]]],
+             "strides": [["arg", 5]]}
+    assert kernel.metadata["tensor_maps"] == ([load, store] if n_aligned else [load])
+
+
+def test_shapes_the_launch_cannot_compute_stay_ordinary_loads():
+    """A shape from memory (or from the program id) is not the launch's to compute: no map."""
+    signature = {"out": "*fp16", "a": "*fp16", "sizes": "*i32"}
+    kernel = compile_cuda(loaded_shape_kernel, signature, {"BM": 32, "BN": 64},
+                          {name: D16 for name in ("out", "a")})
+    assert TMA_LOAD not in kernel.asm["ptx"] and kernel.metadata["tensor_maps"] == []
 
 
 def test_loads_in_loops_stay_pipelined_and_the_store_after_takes_a_map():
@@ -212,13 +233,16 @@ def test_host_descriptor_copies_on_the_gpu(gpu, element, shape, ld, block):
 
 
 @pytest.mark.parametrize("padding", ["zero", "nan"])
-def test_in_kernel_descriptor_padding_on_the_gpu(gpu, padding):
+@pytest.mark.parametrize("n", [72, 80])
+def test_in_kernel_descriptor_padding_on_the_gpu(gpu, padding, n):
+    """n = 80: the store's map too, of the shape (m + 32, n + 64) the launch computes."""
     torch = gpu
-    m, n, bm, bn = 50, 72, 32, 64
+    m, bm, bn = 50, 32, 64
     a = _random(torch, (m, n), "fp16")
     out = torch.full((m + bm, n + bn), 9, device="cuda", dtype=torch.float16)
-    in_kernel_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](out, a, m, n, n, n + bn, BM=bm, BN=bn,
-                                                              PADDING=padding)
+    kernel = in_kernel_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](out, a, m, n, n, n + bn, BM=bm,
+                                                                       BN=bn, PADDING=padding)
+    assert (TMA_STORE in kernel.asm["ptx"]) == (n % 16 == 0)
     rows, cols = naiad.cdiv(m, bm) * bm, naiad.cdiv(n, bn) * bn
     expected = torch.full((rows, cols), float("nan") if padding == "nan" else 0.0, device="cuda",
                           dtype=torch.float16)

@@ -21,7 +21,8 @@ import threading
 from typing import Any, Callable, Sequence
 
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.cuda.tensor_map_encoding import MAP_BYTES as _MAP_BYTES, TensorMap, TensorMapEncoder
+from naiad.backends.cuda.tensor_map_encoding import (ARITHMETIC, MAP_BYTES as _MAP_BYTES, TensorMap,
+                                                     TensorMapEncoder, wrapped)
 from naiad.backends.driver import DriverBase, StaleLaunch, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError, OutOfResources
 from naiad.runtime.slots import path_expression, runtime_slots
@@ -644,6 +645,7 @@ class CUDALauncher:
         scope = {"_Buffer": ctypes.c_uint64 * words, "_addressof": ctypes.addressof,
                  "_map": self.maps.encode if self.maps is not None else None,
                  "_pack_into": self.struct.pack_into, "_pointer": self._pointer, "_bf16": bf16_bits,
+                 "_wrapped": wrapped,
                  "_Tensor": torch.Tensor if torch is not None else None}
         exec(compile(source, f"<naiad cuda launcher {self.name}>", "exec"), scope)
         return scope["pack"]
@@ -722,7 +724,10 @@ class CUDALauncher:
 
 def _map_expression(j: int, tmap: TensorMap, values: list[str]) -> str:
     """The packer's expression for map ``j``'s bytes, from the slot values it is encoded from."""
-    def read(part: tuple[str, int]) -> str:
+    def read(part: tuple) -> str:
+        if part[0] in ARITHMETIC:
+            op, bits, a, b = part
+            return f"_wrapped(({read(a)}) {ARITHMETIC[op]} ({read(b)}), {bits})"
         kind, value = part
         return values[value] if kind == "arg" else str(value)
     shape = "".join(read(p) + ", " for p in tmap.shape)

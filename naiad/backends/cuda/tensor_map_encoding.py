@@ -43,7 +43,9 @@ class TensorMap:
     outermost first), the swizzle of the shared-memory side (0, 32, 64 or 128 bytes), the fill of
     elements outside the tensor, and where the base address, the shape and the strides (but
     the last, which is 1) come from -- each ``("arg", i)``, the kernel's ``i``-th parameter (a
-    runtime slot), or ``("const", value)``."""
+    runtime slot), ``("const", value)``, or ``(op, bits, a, b)``: the kernel's ``bits``-wide
+    integer ``op`` (`ARITHMETIC`) of two such sources (tutorial 06's ``Z * H * N_CTX`` rows),
+    which the launch computes as the kernel would."""
 
     element: str
     box: tuple[int, ...]
@@ -55,14 +57,30 @@ class TensorMap:
 
     def to_json(self) -> dict:
         return {"element": self.element, "box": list(self.box), "swizzle": self.swizzle,
-                "fill": self.fill, "base": self.base,
-                "shape": [list(p) for p in self.shape], "strides": [list(p) for p in self.strides]}
+                "fill": self.fill, "base": self.base, "shape": list(self.shape), "strides": list(self.strides)}
 
     @staticmethod
     def from_json(data: dict) -> "TensorMap":
         return TensorMap(data["element"], tuple(data["box"]), data["swizzle"], data["fill"], data["base"],
-                         tuple((k, v) for k, v in data["shape"]),
-                         tuple((k, v) for k, v in data["strides"]))
+                         tuple(_source(p) for p in data["shape"]),
+                         tuple(_source(p) for p in data["strides"]))
+
+
+#: The integer operations a map's source may be computed by, as Python expressions.
+ARITHMETIC = {"add": "+", "sub": "-", "mul": "*"}
+
+
+def _source(data: list) -> tuple:
+    """A source as JSON read it back (lists) as the tuples `TensorMap` holds."""
+    if data[0] in ARITHMETIC:
+        return (data[0], data[1], _source(data[2]), _source(data[3]))
+    return (data[0], data[1])
+
+
+def wrapped(value: int, bits: int) -> int:
+    """``value`` as a ``bits``-wide signed integer holds it (what the kernel's arithmetic gives)."""
+    half = 1 << (bits - 1)
+    return (value + half) % (2 * half) - half
 
 
 class TensorMapEncoder:

@@ -2,7 +2,8 @@
 
 A tensor descriptor's ``load`` and ``store`` (and a block pointer's) reach the TTIR as
 ``tt.load`` / ``tt.store`` through a ``tt.make_tensor_ptr``.  Where the launch can describe that
-tensor to the hardware -- its base, shape and strides are kernel arguments or constants, the
+tensor to the hardware -- its base is a kernel argument, its shape and strides arguments,
+constants, or sums, differences and products of them (which the launcher computes), the
 base is 16-byte aligned, the strides are multiples of 16 bytes, the last is 1, and the block
 fits a TMA box -- this pass gives the kernel one more parameter, a ``CUtensorMap`` passed by
 value (a ``!tt.ptr<i8, 101>`` argument: a pointer into the parameter space), and turns the access
@@ -127,7 +128,8 @@ def _refuse_reduce(op: Any) -> None:
             f"{where}desc.atomic_{op.kind.data} of {op.value.type} blocks is a reduction of the copy "
             f"engine, and the engine cannot take this descriptor: its base must be 16-byte "
             f"aligned, its strides (but the last, 1) and its rows multiples of 16 bytes, its shape "
-            f"and strides kernel arguments or constants, and its block one the engine moves -- fix: "
+            f"and strides kernel arguments, constants, or sums, differences and products of them, and "
+            f"its block one the engine moves -- fix: "
             f"align the tensor, or reduce into a float32 descriptor")
 
 
@@ -203,8 +205,8 @@ def _describe(func: Any, axis: dict, make: tt.MakeTensorPtrOp, fill: str | None,
     strides = [_source(func, s) for s in make.strides]
     if None in shape or None in strides or strides[-1] != ("const", 1):
         return None
-    chunked = strides[:-1] + ([shape[-1]] if store else [])
-    if not all(_whole_chunks(source, axis, size, func) for source in chunked):
+    chunked = list(make.strides)[:-1] + ([list(make.shape)[-1]] if store else [])
+    if not all(_whole_chunks(value, axis, size) for value in chunked):
         return None
     return TensorMap(element, copy_box, swizzle, fill, base, tuple(shape), tuple(strides[:-1]))
 
@@ -225,24 +227,37 @@ def _argument(func: Any, value: SSAValue) -> int | None:
     return args.index(value) if value in args else None
 
 
-def _source(func: Any, value: SSAValue) -> tuple[str, int] | None:
-    """Where a launch reads an integer from: a kernel argument (through integer casts) or a
-    constant; None for a value the kernel computes."""
+def _source(func: Any, value: SSAValue, depth: int = 0) -> tuple | None:
+    """Where a launch reads an integer from: a kernel argument (through integer casts), a
+    constant, or an add, subtract or multiply of such values (at most `_MAX_DEPTH` deep, as
+    tutorial 06's ``Z * H * N_CTX``); None for a value the launch cannot compute."""
     while isinstance(value.owner, _CASTS):
         value = value.owner.operands[0]
     if isinstance(value.owner, arith.ConstantOp) and isinstance(value.owner.value, IntegerAttr):
         return "const", value.owner.value.value.data
     index = _argument(func, value)
-    return ("arg", index) if index is not None else None
+    if index is not None:
+        return "arg", index
+    op = _ARITHMETIC.get(type(value.owner))
+    if op is None or depth >= _MAX_DEPTH or not isinstance(value.type, IntegerType):
+        return None
+    a, b = (_source(func, operand, depth + 1) for operand in value.owner.operands)
+    return (op, value.type.width.data, a, b) if a is not None and b is not None else None
 
 
-def _whole_chunks(source: tuple[str, int], axis: dict, size: int, func: Any) -> bool:
+_ARITHMETIC = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul"}
+_MAX_DEPTH = 4
+
+
+def _whole_chunks(value: SSAValue, axis: dict, size: int) -> bool:
     """Whether a count of ``size``-byte elements (a stride, an extent) is a multiple of 16
     bytes for every launch of this specialization."""
-    if source[0] == "const":
-        return source[1] > 0 and (source[1] * size) % 16 == 0
-    arg = func.body.block.args[source[1]]
-    divisibility = axis[arg].divisibility[0] if arg in axis else 1
+    while isinstance(value.owner, _CASTS):
+        value = value.owner.operands[0]
+    if isinstance(value.owner, arith.ConstantOp) and isinstance(value.owner.value, IntegerAttr):
+        count = value.owner.value.value.data
+        return count > 0 and (count * size) % 16 == 0
+    divisibility = axis[value].divisibility[0] if value in axis else 1
     return (divisibility * size) % 16 == 0
 
 
