@@ -143,6 +143,20 @@ def descriptor_attention(Q, K, V, Out, sm_scale, N_CTX, heads, HEAD_DIM: tl.cons
     o_desc.store([first + tl.program_id(0) * BLOCK_M, 0], (acc / l_i[:, None]).to(tl.float16))
 
 
+@naiad.jit
+def tile_read_twice(K, Q, Out, N, D: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr):
+    """Tutorial 06's backward in small: each iteration's Q tile (transposed) is read by two
+    dots, ``s = k @ qT`` and ``acc += p @ q`` with ``p`` from the first's accumulator."""
+    offs_n, offs_d, offs_m = tl.arange(0, BN), tl.arange(0, D), tl.arange(0, BM)
+    k = tl.load(K + offs_n[:, None] * D + offs_d[None, :])
+    acc = tl.zeros([BN, D], dtype=tl.float32)
+    for start in range(0, N, BM):
+        q_t = tl.load(Q + (start + offs_m)[None, :] * D + offs_d[:, None])
+        p = tl.dot(k, q_t).to(tl.float16)
+        acc += tl.dot(p, tl.trans(q_t))
+    tl.store(Out + offs_n[:, None] * D + offs_d[None, :], acc)
+
+
 # -- which instruction each dot gets (CI: PTX only) -------------------------------------------------
 
 _TYPES = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int8": "*i8", "e4m3": "*fp8e4nv",
@@ -440,6 +454,35 @@ def test_attentions_second_dot_runs_on_over_the_next_first_dot(head_dim, warps, 
     assert loop.count("wgmma.wait_group.sync.aligned 0;") == waits
     after = kernel.asm["ptx"].split(loop)[1]
     assert after.count("wgmma.wait_group.sync.aligned 0;") == (1 if waits == 1 else 0)
+
+
+def _compile_tile_read_twice():
+    signature = {"K": "*fp16", "Q": "*fp16", "Out": "*fp32", "N": "i32"}
+    attrs = {name: [["tt.divisibility", 16]] for name in signature}
+    return compile_cuda(tile_read_twice, signature, {"D": 64, "BN": 128, "BM": 64}, attrs, num_warps=4)
+
+
+def test_a_tile_two_dots_read_is_waited_for_once_an_iteration():
+    """The second dot's tile is the first's, waited for and made visible already: one
+    cp.async wait and one barrier an iteration, not two."""
+    loop = _ptx_loop_with_wgmma(_compile_tile_read_twice().asm["ptx"])
+    assert loop.count("wgmma.commit_group") == 2
+    assert loop.count("cp.async.wait_group") == 1 and loop.count("bar.sync") == 1
+
+
+def test_a_tile_two_dots_read_against_torch(gpu):
+    torch = gpu
+    n, d, bn = 512, 64, 128
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    k, q = (torch.randn(shape, device="cuda", generator=gen, dtype=torch.float16) / 4
+            for shape in ((bn, d), (n, d)))
+    out = torch.full((bn, d), math.nan, device="cuda")
+    tile_read_twice[(1,)](k, q, out, n, D=d, BN=bn, BM=64, num_warps=4)
+    expected = torch.zeros(bn, d, device="cuda")
+    for start in range(0, n, 64):
+        block = q[start:start + 64].float()
+        expected += (k.float() @ block.T).half().float() @ block
+    torch.testing.assert_close(out, expected, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -72,10 +72,19 @@ def operand_tiles(k: GPUKernel, op: Any, operands: list[Any], make: Any) -> tupl
 
 
 def stage_operands(k: GPUKernel, op: Any, operands: list[Any], tiles: list[Any], bases: list[ir.Value],
-           fence: bool) -> None:
+           fence: bool, waits_at_once: bool = True) -> None:
     """Bring the operands into their tiles and make them visible to every thread (and, for
-    wgmma, to the async proxy when stored from registers)."""
+    wgmma, to the async proxy when stored from registers).  Staged tiles that an earlier dot
+    of the same block already waited for and made visible need neither again (tutorial 06's
+    backward reads each of its two tiles twice an iteration: two of its four barriers) -- for
+    a dot that waits for its own reads at once (``waits_at_once``): a group left running
+    relies on its barrier to keep the next copies out of its tiles until every warpgroup is
+    past the wait before it."""
     b = k.b
+    present = [o for o in operands if o is not None]
+    visible = k.state.setdefault(_VISIBLE, {}).setdefault(id(b.block), (b.block, []))[1]
+    if waits_at_once and all(isinstance(o, Staged) and any(o.offset is v for v in visible) for o in present):
+        return
     if any(not isinstance(o, Staged) for o in operands if o is not None):
         k.hooks.barrier(b)                     # the previous user of the scratch is done
     stored = False
@@ -87,3 +96,9 @@ def stage_operands(k: GPUKernel, op: Any, operands: list[Any], tiles: list[Any],
     if stored and fence:
         asm(b, "fence.proxy.async.shared::cta;", [], [])
     k.hooks.barrier(b)
+    visible.extend(o.offset for o in present if isinstance(o, Staged))
+
+
+#: k.state key: per LLVM block (by id, with the block kept alive beside it), the slot offsets of
+#: the staged tiles that a dot there has waited for and made visible to every thread.
+_VISIBLE = "visible staged tiles"

@@ -140,7 +140,17 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     # tiles stored from registers take, and after them it overwrote what the wgmma then read.
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values
-    stage_operands(k, op, [None if a_regs else a_held, b_held], [a_tile, b_tile], [a_base, b_base], fence=True)
+    # A group may run on past its iteration only when the next iteration writes none of the
+    # tiles it reads before its wait: its operands come from rings (the slot refilled next is
+    # the one the group before used), not from the scratch, which the next iteration stores
+    # into.  (An fp16 accumulator's registers are unpacked at once: its group is waited for
+    # here.)  `wgmma_groups` says which groups qualify.
+    from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
+    carried = wgmma_groups.carried_result(op) if from_rings and c_kind != "f16" else None
+    kept = isinstance(b_held, Staged) and (a_regs is not None or isinstance(a_held, Staged))
+    deferred = wgmma_groups.may_defer(k, op) if carried is None and kept and c_kind != "f16" else None
+    stage_operands(k, op, [None if a_regs else a_held, b_held], [a_tile, b_tile], [a_base, b_base], fence=True,
+                   waits_at_once=carried is None and deferred is None)
     acc_type = ACC_REGISTER[c_kind]
     warps_m = layout.warps_per_cta[0]
     warp = _uniform_warp(k) if k.num_warps > 4 else k.warp
@@ -205,13 +215,6 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         k.define(result, total)
         return True
     results = issue(range(steps), acc)
-    # A group may run on past its iteration only when the next iteration writes none of the
-    # tiles it reads before its wait: its operands come from rings (the slot refilled next is
-    # the one the group before used), not from the scratch, which the next iteration stores
-    # into.  (An fp16 accumulator's registers are unpacked at once: its group is waited for
-    # here.)  `wgmma_groups` says which groups qualify.
-    from_rings = a_regs is None and all(isinstance(o, Staged) for o in (a_held, b_held))
-    carried = wgmma_groups.carried_result(op) if from_rings and c_kind != "f16" else None
     if carried is not None:
         # The accumulator goes on to the next iteration's wgmma while this group runs: wait for
         # the previous group only (its tiles may then be overwritten, once every warpgroup is
@@ -220,8 +223,6 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         k.hooks.barrier(b)
         wgmma_groups.running(k, carried)
         return True
-    kept = isinstance(b_held, Staged) and (a_regs is not None or isinstance(a_held, Staged))
-    deferred = wgmma_groups.may_defer(k, op) if kept and c_kind != "f16" else None
     if deferred is not None:
         # waited for by the next iteration's first dot (`wgmma_groups.deferred_wait`)
         k.define(result, results)
