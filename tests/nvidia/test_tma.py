@@ -155,6 +155,32 @@ def test_in_kernel_descriptors_of_arguments_take_maps(n_aligned):
     assert kernel.metadata["tensor_maps"] == ([load, store] if n_aligned else [load])
 
 
+def test_a_computed_shape_survives_the_kernels_metadata_round_trip():
+    """The maps go to the on-disk cache as JSON with the kernel's metadata, and a warm launch
+    reads them back: the computed sources come back as the tuples they were."""
+    import json
+
+    from naiad.backends.cuda.tensor_map_encoding import TensorMap
+
+    signature = {"out": "*fp16", "a": "*fp16", "M": "i32", "N": "i32", "ld_a": "i32", "ld_out": "i32"}
+    attrs = {name: D16 for name in ("out", "a", "ld_a", "ld_out", "N")}
+    kernel = compile_cuda(in_kernel_kernel, signature, {"BM": 32, "BN": 64, "PADDING": "zero"}, attrs)
+    for data in kernel.metadata["tensor_maps"]:
+        tmap = TensorMap.from_json(json.loads(json.dumps(data)))
+        assert tmap.to_json() == json.loads(json.dumps(data)) and tmap == TensorMap.from_json(data)
+    store = TensorMap.from_json(kernel.metadata["tensor_maps"][1])
+    assert store.shape == (("add", 32, ("arg", 2), ("const", 32)), ("add", 32, ("arg", 3), ("const", 64)))
+
+
+@pytest.mark.parametrize("value, bits, expected", [
+    (5 * 7, 32, 35), (2**31, 32, -2**31), (2**32 + 3, 32, 3), (-1, 32, -1), (2**40, 64, 2**40),
+    (2**63, 64, -2**63)])
+def test_the_launch_computes_a_shape_in_the_kernels_integer_width(value, bits, expected):
+    from naiad.backends.cuda.tensor_map_encoding import wrapped
+
+    assert wrapped(value, bits) == expected
+
+
 def test_shapes_the_launch_cannot_compute_stay_ordinary_loads():
     """A shape from memory (or from the program id) is not the launch's to compute: no map."""
     signature = {"out": "*fp16", "a": "*fp16", "sizes": "*i32"}

@@ -57,7 +57,8 @@ class TensorMap:
 
     def to_json(self) -> dict:
         return {"element": self.element, "box": list(self.box), "swizzle": self.swizzle,
-                "fill": self.fill, "base": self.base, "shape": list(self.shape), "strides": list(self.strides)}
+                "fill": self.fill, "base": self.base, "shape": [_listed(p) for p in self.shape],
+                "strides": [_listed(p) for p in self.strides]}
 
     @staticmethod
     def from_json(data: dict) -> "TensorMap":
@@ -68,6 +69,11 @@ class TensorMap:
 
 #: The integer operations a map's source may be computed by, as Python expressions.
 ARITHMETIC = {"add": "+", "sub": "-", "mul": "*"}
+
+
+def _listed(source: tuple) -> list:
+    """A source as JSON holds it (lists all the way down)."""
+    return [_listed(p) if isinstance(p, tuple) else p for p in source]
 
 
 def _source(data: list) -> tuple:
