@@ -11,7 +11,8 @@ from naiad.compiler.compiler import compile
 from naiad.compiler.errors import CompilationError
 from naiad.runtime.allocation import set_allocator
 from naiad.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics
-from naiad.runtime.jit import JITFunction, constexpr_function, jit
+from naiad.language.core import constexpr_function
+from naiad.runtime.jit import JITFunction, jit
 from naiad.version import __version__
 
 

@@ -60,7 +60,7 @@ def test_cache_key_follows_a_constexpr_global(monkeypatch):
 
 
 def test_cache_key_follows_module_attribute_calls():
-    names = [name for name, _ in naiad.runtime.jit.dependencies(jit_helpers.uses_helper)]
+    names = [name for name, _ in naiad.language.kernel_function.dependencies(jit_helpers.uses_helper)]
     assert names == ["SCALE", "helper"]
 
 
@@ -101,7 +101,7 @@ def test_kernel_source_is_read_as_inspect_reads_it(fn):
     each); the lines and first line must be inspect's."""
     import inspect
 
-    from naiad.runtime.jit import _source_lines
+    from naiad.language.kernel_function import _source_lines
 
     assert _source_lines(fn) == inspect.getsourcelines(fn)
 

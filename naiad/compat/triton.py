@@ -6,7 +6,8 @@ from naiad.compat import runtime
 from naiad.compat.errors import CompilationError, OutOfResources, TritonError
 from naiad.runtime.autotuner import Config, autotune, heuristics
 from naiad.runtime.allocation import set_allocator
-from naiad.runtime.jit import JITFunction, constexpr_function, jit
+from naiad.language.core import constexpr_function
+from naiad.runtime.jit import JITFunction, jit
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret
 
 __naiad_compat__ = True

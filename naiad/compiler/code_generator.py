@@ -42,7 +42,7 @@ from naiad.compiler.errors import (CompilationError, CompileTimeAssertionFailure
 from naiad.language import core, standard
 from naiad.language.core import constexpr, tensor
 from naiad.language.semantic import type_name
-from naiad.runtime.jit import JITFunction
+from naiad.language.kernel_function import KernelFunction
 
 _BINARY_METHODS = {
     ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__",
@@ -129,7 +129,7 @@ def _holds_runtime(value: Any) -> bool:
 class CodeGenerator(ast.NodeVisitor):
     """Generates one ``tt.func`` for one specialization of one ``@jit`` function."""
 
-    def __init__(self, fn: JITFunction, arg_types: list[Any], constants: dict[int, Any],
+    def __init__(self, fn: KernelFunction, arg_types: list[Any], constants: dict[int, Any],
                  attrs: dict[Any, list], module: "ModuleContext", *, is_kernel: bool,
                  name: str):
         self.fn = fn
@@ -169,7 +169,7 @@ class CodeGenerator(ast.NodeVisitor):
         """The line of ``node`` in the file (AST lines count from the ``def``)."""
         return node.lineno + self.fn.def_line - 1
 
-    def callee_error(self, error: CompilationError, callee: JITFunction,
+    def callee_error(self, error: CompilationError, callee: KernelFunction,
                      node: ast.AST) -> CompilationError:
         """``error`` came out of the call of ``callee`` at ``node``: make it point at user code.
 
@@ -252,7 +252,7 @@ class CodeGenerator(ast.NodeVisitor):
 
     def global_value(self, name: str, value: Any, node: ast.AST) -> Any:
         value = self.module.map_module(value)
-        if isinstance(value, (constexpr, JITFunction, core.dtype)) or callable(value) \
+        if isinstance(value, (constexpr, KernelFunction, core.dtype)) or callable(value) \
                 or _is_module(value) or value is None:
             return value
         if isinstance(value, tuple) and all(isinstance(v, (constexpr, int, float, bool)) for v in value):
@@ -848,7 +848,7 @@ class CodeGenerator(ast.NodeVisitor):
                          f"decorate it with @naiad.jit, or compute it outside and pass the value "
                          f"as a tl.constexpr", node)
 
-    def call_jit(self, fn: JITFunction, args: list, kwargs: dict, node: ast.AST) -> Any:
+    def call_jit(self, fn: KernelFunction, args: list, kwargs: dict, node: ast.AST) -> Any:
         return self.module.call_jit(fn, args, kwargs, self, node)
 
     def call_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
@@ -907,7 +907,7 @@ def _is_namedtuple_class(cls: Any) -> bool:
 
 #: (does it accept fn, how to call it), in order of precedence.
 _CALLABLES = [
-    (lambda fn: isinstance(fn, JITFunction), CodeGenerator.call_jit),
+    (lambda fn: isinstance(fn, KernelFunction), CodeGenerator.call_jit),
     (core.is_builtin, CodeGenerator.call_builtin),
     (lambda fn: any(fn is b for b in _PYTHON_BUILTINS), CodeGenerator.call_python_builtin),
     (lambda fn: isinstance(fn, type) and issubclass(fn, (core.range, core.static_range)),
@@ -936,12 +936,12 @@ def _is_library_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_LIBRARY_DIR)
 
 
-def _is_library(fn: JITFunction) -> bool:
+def _is_library(fn: KernelFunction) -> bool:
     """Whether ``fn`` is part of Naiad's language library (``tl.sum``, ``tl.softmax``, ...)."""
     return _is_library_file(fn.filename)
 
 
-def _library_name(fn: JITFunction) -> str:
+def _library_name(fn: KernelFunction) -> str:
     return f"tl.{fn.__name__}" if fn.module.startswith("naiad.language") else fn.__name__
 
 
@@ -1102,7 +1102,7 @@ class ModuleContext:
     def call_from_builtin(self, fn: Any, args: list) -> Any:
         """Call a ``@jit`` function (a reduction's combine function) from inside a builtin."""
         caller = self.generators[-1]
-        if not isinstance(fn, JITFunction):
+        if not isinstance(fn, KernelFunction):
             raise caller.error(f"the combine function must be a @jit function, not {fn!r}")
         return self.call_jit(fn, args, {}, caller, caller._node)
 
@@ -1115,7 +1115,7 @@ class ModuleContext:
             return getattr(self.module_map[owner], value.__name__, value)
         return value
 
-    def call_jit(self, fn: JITFunction, args: list, kwargs: dict, caller: CodeGenerator,
+    def call_jit(self, fn: KernelFunction, args: list, kwargs: dict, caller: CodeGenerator,
                  node: ast.AST) -> Any:
         """Generate (once per specialization) and call a ``@jit`` device function."""
         try:

@@ -26,7 +26,7 @@ from naiad.backends.compiler import BaseBackend, GPUTarget, Language
 from naiad.backends.discovery import registry
 from naiad.compiler import cache, dump
 from naiad.errors import BackendSelectionError, NaiadError, NaiadWarning
-from naiad.runtime.jit import JITFunction
+from naiad.language.kernel_function import KernelFunction
 
 
 class ASTSource:
@@ -35,7 +35,7 @@ class ASTSource:
     language = Language.TRITON
     ext = "ttir"
 
-    def __init__(self, fn: JITFunction, signature: dict, constexprs: dict | None = None,
+    def __init__(self, fn: KernelFunction, signature: dict, constexprs: dict | None = None,
                  attrs: dict | None = None):
         self.fn = fn
         self.name = fn.__name__
@@ -74,7 +74,7 @@ def _type_string(mlir_type: Any) -> str:
 
 
 def _key_of(value: Any) -> str:
-    return value.cache_key if isinstance(value, JITFunction) else repr(value)
+    return value.cache_key if isinstance(value, KernelFunction) else repr(value)
 
 
 class IRSource:

@@ -24,11 +24,12 @@ from naiad.language import dtypes
 from naiad.language.core import constexpr
 from naiad.language.semantic import Semantic
 from naiad.language.tensor_descriptor import is_signature, tensor_descriptor, tensor_descriptor_type
-from naiad.runtime.jit import JITFunction, describe
+from naiad.compiler.signatures import describe
+from naiad.language.kernel_function import KernelFunction
 
 
 
-def _by_index(fn: JITFunction, mapping: dict | None) -> dict[Any, Any]:
+def _by_index(fn: KernelFunction, mapping: dict | None) -> dict[Any, Any]:
     """Accept keys as parameter names, indices, or Triton's paths: ``(index,)`` for a
     parameter, ``(index, i, ...)`` for an element of a tuple parameter (kept as a path)."""
     result = {}
@@ -59,7 +60,7 @@ def _user_facing(entry: Callable) -> Callable:
 
 
 @_user_facing
-def make_ttir(fn: JITFunction, signature: dict, constexprs: dict | None = None,
+def make_ttir(fn: KernelFunction, signature: dict, constexprs: dict | None = None,
               attrs: dict | None = None, options: Any = None,
               module_map: dict[str, Any] | None = None, codegen_fns: dict | None = None) -> Any:
     """Generate and verify the TTIR module of one specialization of ``fn``; ``codegen_fns``
@@ -81,7 +82,7 @@ def make_ttir(fn: JITFunction, signature: dict, constexprs: dict | None = None,
     return builder.module
 
 
-def _arg_types(fn: JITFunction, signature: dict[int, Any], constants: dict[int, Any]) -> list:
+def _arg_types(fn: KernelFunction, signature: dict[int, Any], constants: dict[int, Any]) -> list:
     """The dtype of each runtime parameter (None for constexprs), from signature strings."""
     def fail(name: str, problem: str) -> CompilationError:
         return CompilationError(fn.__name__, fn.filename, fn.src, None,
@@ -123,7 +124,7 @@ def _template(text: Any, path: tuple, constants: dict) -> Any:
     return type(text)(*items) if hasattr(text, "_fields") else tuple(items)
 
 
-def _options_for(fn: JITFunction, options: Any) -> Any:
+def _options_for(fn: KernelFunction, options: Any) -> Any:
     """``@jit(debug=True)`` turns device assertions on even when the options leave it off."""
     if not fn.debug or getattr(options, "debug", False):
         return options
@@ -132,14 +133,15 @@ def _options_for(fn: JITFunction, options: Any) -> Any:
     return types.SimpleNamespace(**(vars(options) if options is not None else {}), debug=True)
 
 
-def specialize(fn: JITFunction, *args: Any, **kwargs: Any) -> tuple[dict, dict, dict, dict]:
-    """``(signature, constexprs, attrs, options)`` for launching ``fn`` with these arguments."""
+def specialize(fn: "JITFunction", *args: Any, **kwargs: Any) -> tuple[dict, dict, dict, dict]:
+    """``(signature, constexprs, attrs, options)`` for launching ``fn`` (a
+    `naiad.runtime.jit.JITFunction`) with these arguments."""
     bound, options = fn.bind(args, kwargs)
     return (*describe(fn, fn.specialization(bound)), options)
 
 
 @_user_facing
-def ttir_for(fn: JITFunction, *args: Any, options: Any = None, **kwargs: Any) -> Any:
+def ttir_for(fn: "JITFunction", *args: Any, options: Any = None, **kwargs: Any) -> Any:
     """The TTIR module that launching ``fn(*args, **kwargs)`` would compile."""
     signature, constexprs, attrs, _ = specialize(fn, *args, **kwargs)
     return make_ttir(fn, signature, constexprs, attrs, options)

@@ -32,7 +32,7 @@ from naiad.language.standard import (argmax, argmin, bitonic_merge, cdiv, cumpro
                                      swizzle2d, topk, xor_sum)
 from naiad.language.random import (pair_uniform_to_normal, philox, philox_impl, rand, rand4x,
                                    randint, randint4x, randn, randn4x, uint_to_uniform_float)
-from naiad.runtime.jit import constexpr_function
+from naiad.language.core import constexpr_function
 
 #: Kernels hold tuples as Python tuples, so Triton's ``tl.tuple((a, b))`` is the builtin tuple.
 tuple = _builtins.tuple

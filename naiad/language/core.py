@@ -25,9 +25,18 @@ from naiad.language.dtypes import (  # noqa: F401  (re-exported: tl.float32, tl.
     pointer_type, str_to_ty, tuple_type, uint8, uint16, uint32, uint64, void)
 
 from naiad.language import dtypes as _dtypes
-from naiad.runtime.jit import constexpr_function
 
 _state = threading.local()
+
+
+def constexpr_function(fn: Callable) -> Callable:
+    """Mark a plain Python function as callable from kernels on compile-time values.
+
+    Inside a kernel its arguments are unwrapped constexprs and its result becomes a constexpr;
+    outside a kernel it is the plain function.
+    """
+    fn.__naiad_constexpr_function__ = True  # type: ignore[attr-defined]
+    return fn
 
 
 @constexpr_function

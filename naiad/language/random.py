@@ -11,7 +11,8 @@ Philox 4x64.
 from __future__ import annotations
 
 from naiad.language import core, math
-from naiad.runtime.jit import constexpr_function, jit
+from naiad.language.core import constexpr_function
+from naiad.language.kernel_function import library
 
 N_ROUNDS_DEFAULT = core.constexpr(10)
 
@@ -35,7 +36,7 @@ def _philox_constants(counter_dtype):
     return 0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B, 0xD2E7470EE14C6C93, 0xCA5A826395121157
 
 
-@jit
+@library
 def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """``n_rounds`` Philox rounds on counters c0..c3 with key (k0, k1), all uint32 or all uint64."""
     core.static_assert(_is_philox_word(c0.dtype), "philox_impl needs uint32 or uint64 counters")
@@ -55,7 +56,7 @@ def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: core.constexpr = N_ROUNDS_DEFA
     return c0, c1, c2, c3
 
 
-@jit
+@library
 def philox(seed, c0, c1, c2, c3, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """Philox on the counters (c0, c1, c2, c3) keyed by an integer seed: 32-bit counters take the
     seed's low and high words as the key, 64-bit counters (Philox 4x64) the whole seed and 0."""
@@ -80,7 +81,7 @@ def philox(seed, c0, c1, c2, c3, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     return philox_impl(c0, c1, c2, c3, key_lo, key_hi, n_rounds)
 
 
-@jit
+@library
 def randint4x(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """Four blocks of random uint32 for each offset: Philox 4x32 on the counter (low word of the
     offset, high word of a 64-bit offset or 0, 0, 0)."""
@@ -95,7 +96,7 @@ def randint4x(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     return philox(seed, low, high, zero, zero, n_rounds)
 
 
-@jit
+@library
 def randint(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """A block of random uint32 (the first word of Philox) for each offset."""
     first, _, _, _ = randint4x(seed, offset, n_rounds)
@@ -109,7 +110,7 @@ def _uniform_scale(bits):
     return 4.6566127342e-10 if bits == 32 else 1.0842020432385337e-19
 
 
-@jit
+@library
 def uint_to_uniform_float(x):
     """Map random 32- or 64-bit integers to float32 uniform in [0, 1): read as signed, fold the
     negative half onto the positive one with ``~`` (no overflow at the minimum) and scale."""
@@ -120,20 +121,20 @@ def uint_to_uniform_float(x):
     return x * _uniform_scale(bits)
 
 
-@jit
+@library
 def rand(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """Uniform floats in [0, 1), one per offset."""
     return uint_to_uniform_float(randint(seed, offset, n_rounds))
 
 
-@jit
+@library
 def rand4x(seed, offsets, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     i1, i2, i3, i4 = randint4x(seed, offsets, n_rounds)
     return uint_to_uniform_float(i1), uint_to_uniform_float(i2), uint_to_uniform_float(i3), \
         uint_to_uniform_float(i4)
 
 
-@jit
+@library
 def pair_uniform_to_normal(u1, u2):
     """Box-Muller: two uniform blocks -> two standard normal blocks."""
     u1 = core.maximum(1.0e-7, u1)
@@ -142,7 +143,7 @@ def pair_uniform_to_normal(u1, u2):
     return radius * math.cos(angle), radius * math.sin(angle)
 
 
-@jit
+@library
 def randn(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     """Standard normal floats, one per offset."""
     i1, i2, _, _ = randint4x(seed, offset, n_rounds)
@@ -150,7 +151,7 @@ def randn(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     return normal
 
 
-@jit
+@library
 def randn4x(seed, offset, n_rounds: core.constexpr = N_ROUNDS_DEFAULT):
     u1, u2, u3, u4 = rand4x(seed, offset, n_rounds)
     n1, n2 = pair_uniform_to_normal(u1, u2)

@@ -1,6 +1,6 @@
 """The part of the language written in the language itself: reductions, scans, softmax, sort, topk.
 
-These are ``@jit`` functions, so they go through the same code generator as user kernels and
+These are kernel functions (`kernel_function.library`), so they go through the same code generator as user kernels and
 get inlined; behaviour (result dtypes, tie-breaking, the bfloat16 promotion) follows Triton's.
 """
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from naiad.language import core
 from naiad.language import math
-from naiad.runtime.jit import constexpr_function, jit
+from naiad.language.core import constexpr_function
+from naiad.language.kernel_function import library
 
 
 @constexpr_function
@@ -40,17 +41,17 @@ def _widen_for_minmax(in_dtype):
     return None
 
 
-@jit
+@library
 def cdiv(x, div):
     return (x + div - 1) // div
 
 
-@jit
+@library
 def sigmoid(x):
     return 1 / (1 + math.exp(-x))
 
 
-@jit
+@library
 def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     axis: core.constexpr = 0 if dim is None else dim
     shifted = x - max(x, axis, keep_dims=keep_dims)
@@ -58,12 +59,12 @@ def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     return math.fdiv(numerator, sum(numerator, axis, keep_dims=keep_dims), ieee_rounding)
 
 
-@jit
+@library
 def ravel(x, can_reorder=False):
     return core.reshape(x, [x.numel], can_reorder=can_reorder)
 
 
-@jit
+@library
 def swizzle2d(i, j, size_i, size_j, size_g):
     linear = i * size_j + j
     group_size = size_g * size_j
@@ -73,37 +74,37 @@ def swizzle2d(i, j, size_i, size_j, size_g):
     return first_row + within % rows_in_group, within // rows_in_group
 
 
-@jit
+@library
 def _add(a, b):
     return a + b
 
 
-@jit
+@library
 def _mul(a, b):
     return a * b
 
 
-@jit
+@library
 def _xor(a, b):
     return a ^ b
 
 
-@jit
+@library
 def _or(a, b):
     return a | b
 
 
-@jit
+@library
 def _maximum(a, b):
     return core.maximum(a, b)
 
 
-@jit
+@library
 def _minimum(a, b):
     return core.minimum(a, b)
 
 
-@jit
+@library
 def _argmax_left(v1, i1, v2, i2):
     """NaN counts as missing (below every number, as `max` ignores it): the result must not
     depend on the order a backend combines in (a GPU combines as a tree)."""
@@ -113,13 +114,13 @@ def _argmax_left(v1, i1, v2, i2):
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
-@jit
+@library
 def _argmax_fast(v1, i1, v2, i2):
     take_first = (v1 > v2) | ((v2 != v2) & (v1 == v1))
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
-@jit
+@library
 def _argmin_left(v1, i1, v2, i2):
     """NaN counts as missing, as in `_argmax_left`."""
     nan1, nan2 = v1 != v1, v2 != v2
@@ -128,20 +129,20 @@ def _argmin_left(v1, i1, v2, i2):
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
-@jit
+@library
 def _argmin_fast(v1, i1, v2, i2):
     take_first = (v1 < v2) | ((v2 != v2) & (v1 == v1))
     return core.where(take_first, v1, v2), core.where(take_first, i1, i2)
 
 
-@jit
+@library
 def _promote_bf16(x):
     if x.dtype == core.bfloat16:
         return x.to(core.float32)
     return x
 
 
-@jit
+@library
 def _with_indices(input, axis, combine_fn, keep_dims):
     """Reduce (value, index) pairs; the index runs along ``axis`` (all elements if None)."""
     if axis is None:
@@ -162,7 +163,7 @@ def _with_indices(input, axis, combine_fn, keep_dims):
         return core.reduce((input, indices), axis, combine_fn, keep_dims=keep_dims)
 
 
-@jit
+@library
 def _extreme(input, axis, return_indices, tie_break_left, keep_dims, combine: core.constexpr,
              with_left: core.constexpr, with_fast: core.constexpr):
     """tl.max and tl.min: the reduction, or (value, index) pairs with Triton's tie-breaking."""
@@ -179,33 +180,33 @@ def _extreme(input, axis, return_indices, tie_break_left, keep_dims, combine: co
         return core.reduce(input, axis, combine, keep_dims=keep_dims)
 
 
-@jit
+@library
 def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
     return _extreme(input, axis, return_indices, return_indices_tie_break_left, keep_dims,
                     _maximum, _argmax_left, _argmax_fast)
 
 
-@jit
+@library
 def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
     return _extreme(input, axis, return_indices, return_indices_tie_break_left, keep_dims,
                     _minimum, _argmin_left, _argmin_fast)
 
 
-@jit
+@library
 def argmax(input, axis, tie_break_left=True, keep_dims=False):
     value, index = max(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
                        keep_dims=keep_dims)
     return index
 
 
-@jit
+@library
 def argmin(input, axis, tie_break_left=True, keep_dims=False):
     value, index = min(input, axis, return_indices=True, return_indices_tie_break_left=tie_break_left,
                        keep_dims=keep_dims)
     return index
 
 
-@jit
+@library
 def sum(input, axis=None, keep_dims=False, dtype: core.constexpr = None):
     out: core.constexpr = _sum_dtype(input.dtype, dtype)
     if out is not None:
@@ -213,24 +214,24 @@ def sum(input, axis=None, keep_dims=False, dtype: core.constexpr = None):
     return core.reduce(input, axis, _add, keep_dims=keep_dims)
 
 
-@jit
+@library
 def xor_sum(input, axis=None, keep_dims=False):
     core.static_assert(input.dtype.is_int(), "xor_sum is only defined for integers")
     return core.reduce(input, axis, _xor, keep_dims=keep_dims)
 
 
-@jit
+@library
 def reduce_or(input, axis, keep_dims=False):
     core.static_assert(input.dtype.is_int(), "reduce_or is only defined for integers")
     return core.reduce(input, axis, _or, keep_dims=keep_dims)
 
 
-@jit
+@library
 def _first(a, b):
     return a
 
 
-@jit
+@library
 def item(input):
     """The element of a one-element tensor as a scalar (Triton's ``x.item()``; a scalar stays
     as it is).  A reduction over one element is that element, whatever its dtype."""
@@ -240,7 +241,7 @@ def item(input):
     return core.reduce(input, None, _first)
 
 
-@jit
+@library
 def cumsum(input, axis=0, reverse=False, dtype: core.constexpr = None):
     input = _promote_bf16(input)
     out: core.constexpr = _sum_dtype(input.dtype, dtype)
@@ -249,7 +250,7 @@ def cumsum(input, axis=0, reverse=False, dtype: core.constexpr = None):
     return core.associative_scan(input, axis, _add, reverse)
 
 
-@jit
+@library
 def cumprod(input, axis=0, reverse=False):
     input = _promote_bf16(input)
     return core.associative_scan(input, axis, _mul, reverse)
@@ -262,7 +263,7 @@ def _axis_or_last(dim, rank):
     return axis + rank if axis < 0 else axis
 
 
-@jit
+@library
 def flip(x, dim=None):
     """Reverse ``x`` along ``dim``: XOR-swaps over a (2, 2, ..., 2) view of that dimension."""
     axis: core.constexpr = _axis_or_last(dim, len(x.shape))
@@ -275,14 +276,14 @@ def flip(x, dim=None):
     return core.reshape(y, x.shape).to(x.dtype, bitcast=True)
 
 
-@jit
+@library
 def _half_indicator(rank: core.constexpr, j: core.constexpr):
     """0 for the lower and 1 for the upper half along hypercube dimension j (from the inside)."""
     ar = core.arange(0, 2)
     return core.reshape(ar, [1] * (rank - j - 1) + [2] + [1] * j)
 
 
-@jit
+@library
 def _compare_swap(x, flip_mask, i: core.constexpr):
     rank: core.constexpr = _log2(x.numel)
     int_type: core.constexpr = core.get_int_dtype(x.dtype.primitive_bitwidth, True)
@@ -292,7 +293,7 @@ def _compare_swap(x, flip_mask, i: core.constexpr):
     return core.where((x > partner) != (flip_mask ^ upper), partner, x)
 
 
-@jit
+@library
 def _bitonic_merge(x, stage: core.constexpr, order: core.constexpr):
     """order 0: ascending, 1: descending, 2: alternating between neighbouring groups."""
     if order == 2:
@@ -304,7 +305,7 @@ def _bitonic_merge(x, stage: core.constexpr, order: core.constexpr):
     return x
 
 
-@jit
+@library
 def _check_last_axis(x, axis: core.constexpr):
     core.static_assert(axis == len(x.shape) - 1,
                        "sort, topk and bitonic_merge work only along the last dimension: "
@@ -313,7 +314,7 @@ def _check_last_axis(x, axis: core.constexpr):
                        "sort, topk and bitonic_merge need a power-of-two size along the last dimension")
 
 
-@jit
+@library
 def _best_of_pair(h, j: core.constexpr, descending: core.constexpr):
     """Halve a hypercube whose runs of 2**j elements alternate ascending/descending: the
     element-wise max (min) of each run and its neighbour is one bitonic run that holds the
@@ -325,7 +326,7 @@ def _best_of_pair(h, j: core.constexpr, descending: core.constexpr):
         return core.reduce(h, axis, _minimum)
 
 
-@jit
+@library
 def _sort_top_k(x, k: core.constexpr, dim: core.constexpr, descending: core.constexpr):
     """Bitonic sort of the last dimension; with ``k``, sort runs of k only and then halve the
     candidates until k remain (bitonic top-k), so the result's last dimension is k.
@@ -358,20 +359,20 @@ def _sort_top_k(x, k: core.constexpr, dim: core.constexpr, descending: core.cons
         return core.reshape(h, x.shape[:axis] + [2 ** log_k])
 
 
-@jit
+@library
 def sort(x, dim: core.constexpr = None, descending: core.constexpr = 0):
     """Bitonic sort along the last dimension."""
     return _sort_top_k(x, None, dim, descending)
 
 
-@jit
+@library
 def topk(x, k: core.constexpr, dim: core.constexpr = None, descending: core.constexpr = True):
     """The k largest (``descending``) or smallest elements along the last dimension, sorted
     largest (smallest) first; k is a power of two no larger than that dimension."""
     return _sort_top_k(x, k, dim, descending)
 
 
-@jit
+@library
 def bitonic_merge(x, dim: core.constexpr = None, descending: core.constexpr = 0):
     """Sort a last dimension that is already bitonic (rises then falls, or the reverse) with
     one bitonic merge: log2(n) compare-and-swap rounds instead of a full sort."""

@@ -9,87 +9,22 @@ everything it depends on: called ``@jit`` functions and the constexpr globals it
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import difflib
 import functools
-import hashlib
-import inspect
-import linecache
-import re
 import sys
-import textwrap
 import types
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from naiad.errors import KernelDefinitionError, LaunchError, NaiadError
+from naiad.compiler.signatures import describe
+from naiad.errors import LaunchError, NaiadError
+from naiad.language.kernel_function import KernelFunction, resolve
 from naiad.runtime import launch_checks, numpy_scalars
 from naiad.runtime.arrays import array_type_string, data_pointer
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit has them)
 
-_DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelParam:
-    """One parameter of a kernel, as written in its ``def``."""
-
-    num: int
-    name: str
-    annotation: str          # "" or a normalized type string ("constexpr", "fp32", "*fp16", ...)
-    default: Any             # inspect.Parameter.empty when there is none
-    do_not_specialize: bool
-    do_not_specialize_on_alignment: bool
-
-    @property
-    def is_constexpr(self) -> bool:
-        return "constexpr" in self.annotation
-
-    @property
-    def has_default(self) -> bool:
-        return self.default is not inspect.Parameter.empty
-
-
-def _annotation_text(annotation: Any) -> str:
-    """Normalize ``tl.constexpr``, ``tl.float32``, ``"*fp32"`` and friends to a type string.
-
-    String annotations (``from __future__ import annotations``) are read by name; Python's own
-    types (``int``, ``float``, ``bool``) say nothing Triton uses and count as no annotation.
-    """
-    from naiad.language import dtypes
-
-    if annotation is inspect.Parameter.empty or annotation in (int, float, bool):
-        return ""
-    if isinstance(annotation, str):
-        text = annotation.strip().strip("'\"")
-        if "constexpr" in text:
-            return "constexpr"
-        name = text.rsplit(".", 1)[-1]
-        if name in ("int", "float", "bool", ""):
-            return ""
-        if hasattr(dtypes, name) and isinstance(getattr(dtypes, name), dtypes.dtype):
-            return dtypes.ty_to_str(getattr(dtypes, name))
-        return _type_string_or_nothing(text)
-    if getattr(annotation, "__name__", None) == "constexpr" or type(annotation).__name__ == "constexpr":
-        return "constexpr"
-    if isinstance(annotation, dtypes.dtype):
-        return dtypes.ty_to_str(annotation)
-    return _type_string_or_nothing(str(annotation))
-
-
-def _type_string_or_nothing(text: str) -> str:
-    """``text`` if it is a type string ("i64", "*fp16"); "" for other annotations (a
-    namedtuple class, ``torch.Tensor``), which Triton ignores."""
-    from naiad.language import dtypes
-
-    try:
-        dtypes.str_to_ty(text)
-    except ValueError:
-        return ""
-    return text
 
 
 def specialize(value: Any, *, specialize_value: bool = True, align: bool = True) -> tuple[Any, Any]:
@@ -132,7 +67,7 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
         raise LaunchError(f"integer argument {value} does not fit in 64 bits")
     if isinstance(value, float):
         return "fp32", None
-    if isinstance(value, (dtypes.dtype, JITFunction)):
+    if isinstance(value, (dtypes.dtype, KernelFunction)):
         return "constexpr", value
     if isinstance(value, tuple):
         pairs = [specialize(v, specialize_value=specialize_value, align=align) for v in value]
@@ -154,73 +89,14 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
                       f"TensorDescriptor)")
 
 
-def _refuse_variadic(fn: "JITFunction", signature: inspect.Signature) -> None:
-    """Kernels take named parameters only: a launch binds each to one value, and the compiled
-    kernel has one argument (or one tuple) per parameter."""
-    for p in signature.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            stars = "*" if p.kind is p.VAR_POSITIONAL else "**"
-            raise KernelDefinitionError(
-                f"kernel '{fn.__name__}' at {fn.filename}:{fn.def_line}: parameter "
-                f"'{stars}{p.name}' -- kernels and the functions they call take no *args or "
-                f"**kwargs -- fix: name each parameter (pass several values as one tuple "
-                f"parameter)")
-
-
-class JITFunction:
+class JITFunction(KernelFunction):
     """A kernel (or a device function called from one) written in Naiad's language.
 
     ``fn[grid](*args)`` launches it; calling it directly is only legal inside another kernel.
     """
 
-    def __init__(self, fn: Callable, *, version: Any = None,
-                 do_not_specialize: Iterable[int | str] | None = None,
-                 do_not_specialize_on_alignment: Iterable[int | str] | None = None,
-                 debug: bool | None = None, noinline: bool | None = None,
-                 repr: Callable | None = None, launch_metadata: Callable | None = None):
-        if not inspect.isfunction(inspect.unwrap(fn)):
-            raise KernelDefinitionError(
-                f"naiad.jit decorates a Python function, not {type(fn).__name__} {fn!r} -- fix: "
-                f"write @naiad.jit (or @naiad.jit(...options)) on the line above a def")
-        self.fn = fn
-        self.module = fn.__module__
-        self.version = version
-        self.debug = debug
-        self.noinline = bool(noinline)
-        self._repr = repr
-        self.launch_metadata = launch_metadata
-        self.__name__ = fn.__name__
-        self.__qualname__ = fn.__qualname__
-        self.__doc__ = fn.__doc__
-        self.__globals__ = fn.__globals__
-        try:
-            lines, self.starting_line_number = _source_lines(fn)
-            self._src = textwrap.dedent("".join(lines))
-        except (OSError, TypeError):
-            raise NaiadError(f"@naiad.jit needs the source code of {fn.__qualname__}, and Python "
-                             f"cannot find it -- fix: define kernels in a .py file (not in `python -c` "
-                             f"or the interactive prompt)") from None
-        start = _DEF.search(self._src)
-        before = self._src[:start.start()] if start else ""
-        self._src = self._src[start.start():] if start else self._src
-        #: `starting_line_number` is the first line of the decorators, as Triton reports it;
-        #: `def_line` is the ``def``.
-        self.def_line = self.starting_line_number + before.count("\n")
-        self.filename = inspect.getsourcefile(fn) or "<unknown>"
-        signature = inspect.signature(fn)
-        self.signature = signature
-        _refuse_variadic(self, signature)
-        no_spec = set(do_not_specialize or ())
-        no_align = set(do_not_specialize_on_alignment or ())
-        self.params = [
-            KernelParam(i, p.name, _annotation_text(p.annotation), p.default,
-                        i in no_spec or p.name in no_spec, i in no_align or p.name in no_align)
-            for i, p in enumerate(signature.parameters.values())]
-        self.arg_names = [p.name for p in self.params]
-        self._param_index = {name: i for i, name in enumerate(self.arg_names)}
-        self.constexpr_indices = [p.num for p in self.params if p.is_constexpr]
-        self._cache_key: tuple | None = None
-        self._references: list[tuple[str, ...]] | None = None
+    def __init__(self, fn: Callable, **options: Any):
+        super().__init__(fn, **options)
         #: repr of (backend, target, specialization, options) -> compiled kernel, in this process.
         self.cache: dict[str, Any] = {}
         #: Called as ``hook(*args, **kwargs)`` with a launch's arguments before it runs.
@@ -230,59 +106,11 @@ class JITFunction:
         self._fast: dict[tuple, _Prepared] = {}
         self._entry: Callable[..., Any] | None = None
 
-    # -- source ---------------------------------------------------------------------------
-    @property
-    def src(self) -> str:
-        return self._src
-
     def _unsafe_update_src(self, new_src: str) -> None:
-        """Replace the source (Triton's test suite edits kernels this way); drops compiled kernels."""
-        self._src = new_src
-        self._cache_key = None
-        self._references = None
+        """Replace the source; drops compiled kernels."""
+        super()._unsafe_update_src(new_src)
         self.cache.clear()
         self._fast.clear()
-
-    def parse(self) -> ast.Module:
-        tree = ast.parse(self._src)
-        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-            raise NaiadError(f"the source of {self.__name__} must be a single function definition")
-        return tree
-
-    # -- cache key --------------------------------------------------------------------------
-    @property
-    def cache_key(self) -> str:
-        """sha256 of the source, the def line, and every dependency's key or value.
-
-        Dependencies (called ``@jit`` functions, constexpr globals) are looked up again on each
-        access, so rebinding a global or editing a called function's source gives a new key.
-        """
-        parts = tuple(dependencies(self))
-        if self._cache_key is None or self._cache_key[0] != parts:
-            h = hashlib.sha256(self._src.encode())
-            h.update(str(self.def_line).encode())
-            h.update(repr((self.noinline, self.debug, self.version)).encode())
-            for name, part in parts:
-                h.update(f"|{name}={part}".encode())
-            self._cache_key = (parts, h.hexdigest())
-        return self._cache_key[1]
-
-    def referenced_globals(self) -> list[tuple[str, ...]]:
-        """Global names and attribute chains (``mod.helper``) the source mentions that can change
-        what it compiles to (parsed once).  Chains into Naiad's own modules (``tl.sum``) are left
-        out: they are covered by Naiad's version, and skipping them keeps launches cheap."""
-        if self._references is None:
-            tree = self.parse()
-            local = set(self.arg_names) | {n.id for n in ast.walk(tree)
-                                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            chains = set()
-            for node in ast.walk(tree):
-                chain = _attribute_chain(node)
-                if chain is not None and chain[0] not in local and \
-                        not _is_naiad_module(self.__globals__.get(chain[0])):
-                    chains.add(chain)
-            self._references = sorted(chains)
-        return self._references
 
     # -- binding and specialization ------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -298,7 +126,7 @@ class JITFunction:
         bound = dict(zip(self.arg_names, args))
         options = {}
         for name, value in kwargs.items():
-            if name not in self._param_index:
+            if name not in self.param_index:
                 options[name] = value
             elif name in bound:
                 raise LaunchError(f"{self.__name__} got two values for parameter {name!r}")
@@ -433,49 +261,7 @@ class JITFunction:
                           f"of the {backend} backend -- fix: {hint}pass parameters by their "
                           f"names; the backend's options are {', '.join(sorted(known))}")
 
-    # -- calling ------------------------------------------------------------------------------
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NaiadError(f"{self.__name__} is a kernel: launch it with {self.__name__}[grid](...), "
-                         f"or call it from inside another @naiad.jit function")
-
-    def __repr__(self) -> str:
-        return f"JITFunction({self.module}:{self.__qualname__})"
-
-
 _FAST_ENTRIES = 256
-
-
-#: The attribute a parameter specialized as divisible by 16 gets (Triton's ``tt.divisibility``).
-DIVISIBILITY = (("tt.divisibility", 16),)
-
-
-def describe(fn: JITFunction, specialization: list) -> tuple[dict, dict, dict]:
-    """Triton's ``(signature, constexprs, attrs)`` of a specialization (`JITFunction.specialization`).
-
-    Here rather than in the frontend: a launch whose kernel is in the on-disk cache needs this
-    and no compiler, so it imports none (xDSL's dialects cost most of a cold start)."""
-    signature, constexprs, attrs = {}, {}, {}
-    for p, (ty, key) in zip(fn.params, specialization):
-        signature[p.name] = ty
-        path = (p.num,) if isinstance(ty, tuple) or isinstance(key, tuple) else p.name
-        _record(ty, key, path, constexprs, attrs)
-    return signature, constexprs, attrs
-
-
-def _record(ty: Any, key: Any, where: Any, constexprs: dict, attrs: dict) -> None:
-    """Note a constexpr value or a divisibility attribute; tuple elements and a descriptor's
-    parts by their path."""
-    if isinstance(ty, tuple):
-        for i, (t, k) in enumerate(zip(ty, key)):
-            _record(t, k, (*where, i), constexprs, attrs)
-    elif ty == "constexpr":
-        constexprs[where] = key
-    elif isinstance(key, tuple):            # a tensor descriptor: a key per runtime part
-        for i, k in enumerate(key):
-            if k == "D":
-                attrs[(*where, i)] = list(DIVISIBILITY)
-    elif key == "D":
-        attrs[where] = list(DIVISIBILITY)
 
 
 class _Prepared:
@@ -504,7 +290,7 @@ class _Prepared:
                                                          target != self.target):
             return False
         src, debug, noinline, version, values, nested = self.snapshot
-        if fn._src is not src or fn.debug is not debug or fn.noinline is not noinline or \
+        if fn.src is not src or fn.debug is not debug or fn.noinline is not noinline or \
                 fn.version is not version:
             return False
         return not (values or nested) or _dependencies_unchanged(fn, self.snapshot)
@@ -513,27 +299,27 @@ class _Prepared:
 def _dependency_snapshot(fn: "JITFunction") -> tuple:
     """What `dependencies` reads, as objects: the source, every referenced global's value and
     parameter default, and the same of each ``@jit`` function among them (recursively)."""
-    values = tuple(_resolve(fn, chain) for chain in fn.referenced_globals())
+    values = tuple(resolve(fn, chain) for chain in fn.referenced_globals())
     defaults = tuple(p.default for p in fn.params if p.has_default)
     nested = tuple(_dependency_snapshot(v) for v in values + defaults
-                   if isinstance(v, JITFunction) and v is not fn)
-    return (fn._src, fn.debug, fn.noinline, fn.version, values, nested)
+                   if isinstance(v, KernelFunction) and v is not fn)
+    return (fn.src, fn.debug, fn.noinline, fn.version, values, nested)
 
 
 def _dependencies_unchanged(fn: "JITFunction", snapshot: tuple) -> bool:
     src, debug, noinline, version, values, nested = snapshot
-    if fn._src is not src or fn.debug is not debug or fn.noinline is not noinline or \
+    if fn.src is not src or fn.debug is not debug or fn.noinline is not noinline or \
             fn.version is not version:
         return False
     references = fn.referenced_globals()
     if len(references) != len(values):
         return False
     for chain, value in zip(references, values):
-        if _resolve(fn, chain) is not value:
+        if resolve(fn, chain) is not value:
             return False
     if nested:
         jits = [v for v in values + tuple(p.default for p in fn.params if p.has_default)
-                if isinstance(v, JITFunction) and v is not fn]
+                if isinstance(v, KernelFunction) and v is not fn]
         return all(_dependencies_unchanged(v, snap) for v, snap in zip(jits, nested))
     return True
 
@@ -670,36 +456,6 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
 
 _MISSING = object()
 
-#: filename -> (its lines as linecache holds them, {first line of a def (decorators
-#: included): last line}), from one parse of the file.
-_DEFINITIONS: dict[str, tuple[list[str], dict[int, int]]] = {}
-
-
-def _source_lines(fn: Callable[..., Any]) -> tuple[list[str], int]:
-    """``inspect.getsourcelines(fn)``, from one parse of ``fn``'s file for all the functions
-    in it: inspect tokenizes the file again for each, most of the time of importing a module of
-    kernels (naiad.language's 49 functions: ~55 ms of ~80)."""
-    fn = inspect.unwrap(fn)
-    code = fn.__code__
-    lines = linecache.getlines(code.co_filename, fn.__globals__)
-    known = _DEFINITIONS.get(code.co_filename)
-    if known is None or known[0] is not lines:
-        spans: dict[int, int] = {}
-        try:
-            tree = ast.parse("".join(lines)) if lines else None
-        except (SyntaxError, ValueError):
-            tree = None
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                spans[first] = node.end_lineno or node.lineno
-        known = _DEFINITIONS[code.co_filename] = (lines, spans)
-    last = known[1].get(code.co_firstlineno)
-    if last is None:                       # not a def of this file as it stands: ask inspect
-        return inspect.getsourcelines(fn)
-    return lines[code.co_firstlineno - 1:last], code.co_firstlineno
-
-
 class _NoTensor:
     """Stands for torch.Tensor in a launch entry made before torch was imported."""
 
@@ -773,7 +529,7 @@ def _token(value: Any) -> Any:
             return _NO_TOKEN
         held = any(type(t) is _NumpyScalarToken for t in tokens)
         return _NumpyScalarToken((kind, tokens)) if held else (kind, tokens)
-    if isinstance(value, (dtypes.dtype, JITFunction)):
+    if isinstance(value, (dtypes.dtype, KernelFunction)):
         return (kind, value)
     if isinstance(value, (int, float)):          # int and float subclasses: by value
         return (kind, value)
@@ -815,62 +571,6 @@ def _numpy_token(value: Any) -> Any:
 _ARRAY_KINDS: dict[type, Callable[[Any], Any]] = {}
 _ndarray: Any = None          # numpy.ndarray, set by `_load_state` (``import naiad`` loads no numpy)
 _numpy_address: Callable[[Any], int] | None = None      # set by `_load_state`, as _ndarray
-
-
-def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:
-    """``a`` -> ("a",), ``a.b.c`` -> ("a", "b", "c"); None for anything else."""
-    names = []
-    while isinstance(node, ast.Attribute):
-        names.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return (node.id, *reversed(names))
-
-
-def _is_naiad_module(value: Any) -> bool:
-    return type(value).__name__ == "module" and (value.__name__ == "naiad" or
-                                                 value.__name__.startswith("naiad."))
-
-
-def _resolve(fn: JITFunction, chain: tuple[str, ...]) -> Any:
-    value = fn.__globals__.get(chain[0])
-    for name in chain[1:]:
-        if value is None or type(value).__name__ != "module":
-            return value
-        value = getattr(value, name, None)
-    return value
-
-
-def dependencies(fn: JITFunction) -> list[tuple[str, str]]:
-    """(name, key) for every ``@jit`` function and constexpr global the source refers to,
-    directly or through a module attribute (``helpers.combine``), and ``@jit`` defaults.
-
-    Naiad's own language functions are covered by Naiad's version; plain Python values are not
-    allowed inside kernels unless constexpr, so they need no key.
-    """
-    from naiad.language import core
-
-    found: dict[str, str] = {}
-    candidates = [(".".join(chain), _resolve(fn, chain)) for chain in fn.referenced_globals()]
-    candidates += [(f"default:{p.name}", p.default) for p in fn.params if p.has_default]
-    for name, value in candidates:
-        if isinstance(value, JITFunction) and value is not fn:
-            if not value.module.startswith("naiad.language"):
-                found[name] = value.cache_key
-        elif isinstance(value, core.constexpr):
-            found[name] = repr(value.value)
-    return sorted(found.items())
-
-
-def constexpr_function(fn: Callable) -> Callable:
-    """Mark a plain Python function as callable from kernels on compile-time values.
-
-    Inside a kernel its arguments are unwrapped constexprs and its result becomes a constexpr;
-    outside a kernel it is the plain function.
-    """
-    fn.__naiad_constexpr_function__ = True  # type: ignore[attr-defined]
-    return fn
 
 
 def jit(fn: Callable | None = None, **options: Any) -> Any:

@@ -57,7 +57,7 @@ def _constant(text: str) -> Any:
 
 def parse_signature(fn: Any, text: str) -> tuple[dict, dict, dict]:
     """Triton's ``(signature, constexprs, attrs)`` for ``fn`` from an AOT signature string."""
-    from naiad.runtime.jit import DIVISIBILITY
+    from naiad.compiler.signatures import DIVISIBILITY
     from naiad.language import dtypes
 
     entries = [e.strip() for e in text.split(",")] if text.strip() else []

@@ -64,7 +64,7 @@ def _barriers_before_o3(fn, signature, constexprs=None, attrs=None, num_warps=4)
 
 def _aligned(*names):
     """``tt.divisibility`` 16 for these parameters, as a launch with 16-byte aligned tensors
-    and sizes divisible by 16 specializes them (`naiad.runtime.jit.describe`)."""
+    and sizes divisible by 16 specializes them (`naiad.compiler.signatures.describe`)."""
     return {name: [["tt.divisibility", 16]] for name in names}
 
 
