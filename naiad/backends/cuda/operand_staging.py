@@ -85,7 +85,7 @@ def stage_operands(k: GPUKernel, op: Any, operands: list[Any], tiles: list[Any],
     visible = k.state.setdefault(_VISIBLE, {}).setdefault(id(b.block), (b.block, []))[1]
     if waits_at_once and all(isinstance(o, Staged) and any(o.offset is v for v in visible) for o in present):
         return
-    if any(not isinstance(o, Staged) for o in operands if o is not None):
+    if any(not isinstance(o, Staged) for o in present):
         k.hooks.barrier(b)                     # the previous user of the scratch is done
     stored = False
     for operand, tile, base in zip(operands, tiles, bases):

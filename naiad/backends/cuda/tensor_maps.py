@@ -231,10 +231,9 @@ def _source(func: Any, value: SSAValue, depth: int = 0) -> tuple | None:
     """Where a launch reads an integer from: a kernel argument (through integer casts), a
     constant, or an add, subtract or multiply of such values (at most `_MAX_DEPTH` deep, as
     tutorial 06's ``Z * H * N_CTX``); None for a value the launch cannot compute."""
-    while isinstance(value.owner, _CASTS):
-        value = value.owner.operands[0]
-    if isinstance(value.owner, arith.ConstantOp) and isinstance(value.owner.value, IntegerAttr):
-        return "const", value.owner.value.value.data
+    value, constant = _integer(value)
+    if constant is not None:
+        return "const", constant
     index = _argument(func, value)
     if index is not None:
         return "arg", index
@@ -249,13 +248,20 @@ _ARITHMETIC = {arith.AddiOp: "add", arith.SubiOp: "sub", arith.MuliOp: "mul"}
 _MAX_DEPTH = 4
 
 
-def _whole_chunks(value: SSAValue, axis: dict, size: int) -> bool:
-    """Whether a count of ``size``-byte elements (a stride, an extent) is a multiple of 16
-    bytes for every launch of this specialization."""
+def _integer(value: SSAValue) -> tuple[SSAValue, int | None]:
+    """``value`` through its integer casts, and the constant it is (None if not one)."""
     while isinstance(value.owner, _CASTS):
         value = value.owner.operands[0]
     if isinstance(value.owner, arith.ConstantOp) and isinstance(value.owner.value, IntegerAttr):
-        count = value.owner.value.value.data
+        return value, value.owner.value.value.data
+    return value, None
+
+
+def _whole_chunks(value: SSAValue, axis: dict, size: int) -> bool:
+    """Whether a count of ``size``-byte elements (a stride, an extent) is a multiple of 16
+    bytes for every launch of this specialization."""
+    value, count = _integer(value)
+    if count is not None:
         return count > 0 and (count * size) % 16 == 0
     divisibility = axis[value].divisibility[0] if value in axis else 1
     return (divisibility * size) % 16 == 0

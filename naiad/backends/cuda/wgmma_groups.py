@@ -86,19 +86,19 @@ def deferred_wait(op: Any, threads: int) -> tuple[Any, Any] | None:
 def _held_registers(op: Any, earlier: Any, threads: int) -> int:
     """32-bit registers a thread holds across ``earlier`` while ``op``'s group runs over it:
     both accumulators, and ``op``'s A operand (it may come from registers)."""
-    values = [op.results[0], earlier.results[0], op.a]
-    return sum(math.prod(shape_of(v.type)) * lt.byte_size(lt.scalar(v.type)) for v in values) // (4 * threads)
+    return sum(_bytes(v) for v in (op.results[0], earlier.results[0], op.a)) // (4 * threads)
 
 
 def _address_registers(block: Any, threads: int) -> int:
     """32-bit registers a thread holds for the addresses of the pointer loads that ``block``
     stages (two for each 16-byte chunk it copies); the copy engine's need none."""
-    chunks = 0
-    for load in block.ops:
-        if isinstance(load, AsyncLoadOp):
-            value = load.results[0]
-            chunks += -(-math.prod(shape_of(value.type)) * lt.byte_size(lt.scalar(value.type)) // (16 * threads))
-    return 2 * chunks
+    return 2 * sum(-(-_bytes(load.results[0]) // (16 * threads))
+                   for load in block.ops if isinstance(load, AsyncLoadOp))
+
+
+def _bytes(value: Any) -> int:
+    """Bytes of a tensor value, all threads' together."""
+    return math.prod(shape_of(value.type)) * lt.byte_size(lt.scalar(value.type))
 
 
 def waited_with(k: GPUKernel, op: Any) -> list[Any]:
