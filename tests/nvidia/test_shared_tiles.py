@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 import pytest
 from xdsl.dialects.builtin import Float16Type, Float32Type, IntegerType, TensorType
 
-from naiad.backends.cuda.shared_tiles import PaddedTile, padded_tile, swizzled_tile
+from naiad.backends.cuda.shared_tiles import PaddedTile, SwizzledTile, mma_sync_tile, padded_tile, swizzled_tile
 from naiad.codegen.gpu import layouts as L
 
 pytestmark = pytest.mark.shipped_backends
@@ -127,16 +127,22 @@ MMA_SYNC_OPERANDS = [((64, 32), 2, 0), ((128, 64), 2, 0), ((16, 16), 2, 0), ((32
 @pytest.mark.parametrize("shape, element, operand", MMA_SYNC_OPERANDS,
                          ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}" for s, e, o in MMA_SYNC_OPERANDS])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_ldmatrix_reads_padded_tiles_without_conflicts(shape, element, operand, transposed):
+@pytest.mark.parametrize("geometry", ["padded", "mma_sync_tile"])
+def test_ldmatrix_reads_mma_sync_tiles_without_conflicts(shape, element, operand, transposed, geometry):
     """Each ldmatrix matrix: 8 lanes give 8 consecutive rows of the tile at one 16-byte
-    column (K-major: rows are M or N; a B read through .trans: rows are K)."""
+    column (K-major: rows are M or N; a B read through .trans: rows are K) -- of a padded
+    tile, and of the tile mma.sync takes (swizzled where its rows can be)."""
     if transposed and (operand == 0 or element != 2):
         pytest.skip("only a 16-bit B is read through ldmatrix.trans")
     k_dim = 1 - operand
     inner = (1 - k_dim) if transposed else k_dim
+    layout, mlir_type = _copy_layout(shape, element, inner), TensorType(_TYPES[element], shape)
+    may_transpose = operand == 1 and element == 2
     tile = PaddedTile(shape, inner, k_dim, element)
-    assert tile == padded_tile(_copy_layout(shape, element, inner), shape, TensorType(_TYPES[element], shape),
-                               k_dim, operand == 1 and element == 2)
+    assert tile == padded_tile(layout, shape, mlir_type, k_dim, may_transpose)
+    if geometry == "mma_sync_tile":
+        tile = mma_sync_tile(layout, shape, mlir_type, k_dim, may_transpose)
+        assert isinstance(tile, SwizzledTile) and tile.inner == inner
     b = _Ints()
     rows = shape[1 - inner]
     for first in range(0, rows, 8):
@@ -169,3 +175,50 @@ def test_addresses_from_split_coordinates_equal_one_address_each(shape, element,
             thread = _thread_part(layout, lane, warp)
             expected = [tile.address(b, base, list(c)) for c in _thread_coordinates(layout, shape, lane, warp)]
             assert tile.addresses(b, base, thread, constants) == expected, (warp, lane)
+
+
+def _sectors_split(tile, shape, element, along) -> int:
+    """Of every warp's cp.async copies (16-byte chunks along ``along`` of a row-major tensor
+    whose rows run along it), the 32-byte global sectors whose chunks land in two different
+    32-byte pieces of shared memory: L2 serves such a sector twice."""
+    layout = _copy_layout(shape, element, along)
+    b = _Ints()
+    vector = 16 // element
+    split = 0
+    for warp in range(4):
+        threads = [_thread_coordinates(layout, shape, lane, warp) for lane in range(32)]
+        for start in range(0, len(threads[0]), vector):
+            pieces: dict[int, set[int]] = {}
+            for coords in threads:
+                row, column = coords[start][1 - along], coords[start][along]
+                sector = (row * shape[along] + column) * element // 32
+                pieces.setdefault(sector, set()).add(tile.address(b, 0, list(coords[start])) // 32)
+            split += sum(len(p) > 1 for p in pieces.values())
+    return split
+
+
+@pytest.mark.parametrize("shape, element, operand", MMA_SYNC_OPERANDS,
+                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}" for s, e, o in MMA_SYNC_OPERANDS])
+def test_mma_sync_tiles_take_copies_sector_by_sector(shape, element, operand):
+    """The tile mma.sync copies its operands into keeps each global sector's two chunks in one
+    32-byte piece of shared memory, and its copies are free of bank conflicts; a padded tile
+    (16 bytes after each row) splits the sectors of every other row."""
+    k_dim = 1 - operand
+    along = 1 - k_dim if operand == 1 and element == 2 else k_dim
+    layout, mlir_type = _copy_layout(shape, element, along), TensorType(_TYPES[element], shape)
+    tile = mma_sync_tile(layout, shape, mlir_type, k_dim, operand == 1 and element == 2)
+    assert tile.inner == along
+    assert _sectors_split(tile, shape, element, along) == 0
+    assert _sectors_split(PaddedTile(shape, along, k_dim, element), shape, element, along) > 0
+    b = _Ints()
+    threads = [_thread_coordinates(layout, shape, lane, 0) for lane in range(32)]
+    for start in range(0, len(threads[0]), 16 // element):
+        assert _conflict_free([tile.address(b, 0, list(coords[start])) for coords in threads]), start
+
+
+def test_mma_sync_tiles_too_narrow_to_swizzle_are_padded():
+    """Rows of 16 bytes (an 8-column fp16 B) or fewer than 8 rows: the padded geometry."""
+    narrow = mma_sync_tile(_copy_layout((16, 8), 2, 1), (16, 8), TensorType(Float16Type(), (16, 8)), 0, True)
+    assert narrow == PaddedTile((16, 8), 1, 0, 2)
+    few = mma_sync_tile(_copy_layout((4, 64), 2, 1), (4, 64), TensorType(Float16Type(), (4, 64)), 1, False)
+    assert few == PaddedTile((4, 64), 1, 1, 2)

@@ -24,7 +24,7 @@ from xdsl.dialects import scf
 
 from naiad.backends.cuda import tma
 from naiad.backends.cuda.dot_operands import readers_of_use
-from naiad.backends.cuda.shared_tiles import (copy_global, padded_tile, read_registers, slot_bytes,
+from naiad.backends.cuda.shared_tiles import (copy_global, mma_sync_tile, read_registers, slot_bytes,
                                              swizzled_tile)
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
@@ -130,7 +130,7 @@ def tile_for(k: GPUKernel, dot: tt.DotOp, k_dim: int, layout: L.Layout, shape: t
     mma = L.parse_layout(dot.attributes["ttg.mma"].data)
     transposable = lt.byte_size(lt.memory_type(mlir_type)) == 2
     if mma.version == 2:                 # only B (summing over its rows), through ldmatrix.trans
-        return padded_tile(layout, shape, mlir_type, k_dim, k_dim == 0 and transposable)
+        return mma_sync_tile(layout, shape, mlir_type, k_dim, k_dim == 0 and transposable)
     return swizzled_tile(layout, shape, mlir_type, k_dim, transposable)
 
 

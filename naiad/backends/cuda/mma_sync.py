@@ -1,6 +1,7 @@
 """``tt.dot`` on mma.sync (sm_80 on, mma version 2).
 
-Both operands in `PaddedTile` s (A K-major, B along whichever dimension its elements run when
+Both operands in shared-memory tiles (`shared_tiles.mma_sync_tile`: swizzled, or padded where
+the rows are too short to swizzle; A K-major, B along whichever dimension its elements run when
 16-bit, else K-major; `operand_staging`); each warp loads its A fragments with ``ldmatrix.x4``
 and its B fragments with ``ldmatrix.x4`` for two K steps at once (``.x2`` for a last odd one;
 ``.trans`` for a B whose rows run along N) -- 32 bytes of K per step, whatever the type -- once
@@ -20,7 +21,7 @@ from naiad.backends.cuda.accelerate_matmul import MMA_SYNC, operand_kinds
 from naiad.backends.cuda.accumulators import ACC_REGISTER, pack_accumulator, unpack_accumulator
 from naiad.backends.cuda.mma_layouts import NvidiaMma
 from naiad.backends.cuda.operand_staging import operand_tiles, stage_operands
-from naiad.backends.cuda.shared_tiles import padded_tile
+from naiad.backends.cuda.shared_tiles import mma_sync_tile
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.kernel import GPUKernel, shape_of
 from naiad.backends.cuda.ptx_asm import asm, unpack
@@ -47,8 +48,8 @@ def lower_mma_sync(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
     types = (op.a.type, op.b.type)
     # B is read through ldmatrix.trans only when 16-bit and at least 8 columns wide
     (a_tile, b_tile), (a_base, b_base) = operand_tiles(
-        k, op, operands, lambda i, spread, shape: padded_tile(spread, shape, types[i], 1 - i,
-                                                                i == 1 and element == 2 and n >= 8))
+        k, op, operands, lambda i, spread, shape: mma_sync_tile(spread, shape, types[i], 1 - i,
+                                                                  i == 1 and element == 2 and n >= 8))
     # the accumulator in this layout before the operands land: its conversion's scratch is theirs
     zero = splat_value(op.c) == 0
     acc = [] if zero else k.tensor(op.c, layout).values

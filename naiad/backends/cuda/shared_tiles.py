@@ -3,14 +3,15 @@
 Two tile geometries, each placed at a byte ``base`` of shared memory (an i32 value: a ring's
 slot moves it at run time):
 
-- `SwizzledTile`, for wgmma: the operand's ``inner`` dimension is stored contiguously, in atoms
+- `SwizzledTile`, for wgmma (and mma.sync, where its rows can be swizzled): the operand's ``inner`` dimension is stored contiguously, in atoms
   of ``width`` bytes (32, 64 or 128: the longest that divides a row): atom ``a`` holds, for
   every index of the other (outer) dimension in turn, ``width`` bytes of the inner one, and the
   16-byte chunks of each such row are XOR-swizzled by the row's place among 8 (the hardware's
   pattern on address bits, the tile being 1024-byte aligned).  A warp's 16-byte stores or
   copies of consecutive rows fall in different banks, and wgmma reads it through a matrix
   descriptor.
-- `PaddedTile`, for mma.sync: rows along one dimension (K, or for B the dimension its
+- `PaddedTile`, for mma.sync tiles whose rows are too short to swizzle (or too few, under
+  8): rows along one dimension (K, or for B the dimension its
   elements run) with 16 bytes of padding after each, so that the eight 16-byte rows one
   ``ldmatrix`` reads fall in different banks.
 
@@ -192,6 +193,22 @@ def padded_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim:
     runs = [L.run_length(layout, shape, d) for d in (0, 1)]
     inner = 1 - k_dim if may_transpose and runs[1 - k_dim] > runs[k_dim] else k_dim
     return PaddedTile(tuple(shape), inner, k_dim, lt.byte_size(lt.memory_type(mlir_type)))
+
+
+def mma_sync_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
+                  may_transpose: bool) -> SwizzledTile | PaddedTile:
+    """The mma.sync tile of an operand: rows along the dimension `padded_tile` picks, swizzled
+    as wgmma's are where they can be, else padded.  A ``cp.async`` copy takes each 32-byte
+    sector of global memory into shared memory in 32-byte pieces: a padded tile's odd rows
+    start 16 bytes into one, so their copies ask L2 for every sector twice (measured on the
+    H200: 1.5x the sectors and 2.6x the shared-memory wavefronts of each copy of the M = 16
+    skinny matmul's tiles); a swizzle moves whole 16-byte chunks within 128 bytes, two of a
+    sector together, and ``ldmatrix`` reads it without conflicts as well."""
+    padded = padded_tile(layout, shape, mlir_type, k_dim, may_transpose)
+    width = swizzle_bytes(shape[padded.inner] * padded.element_bytes)
+    if width and shape[1 - padded.inner] % 8 == 0:
+        return SwizzledTile(tuple(shape), padded.inner, k_dim, padded.element_bytes, width)
+    return padded
 
 
 def swizzled_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
