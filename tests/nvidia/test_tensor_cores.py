@@ -470,6 +470,17 @@ def test_a_tile_two_dots_read_is_waited_for_once_an_iteration():
     assert loop.count("cp.async.wait_group") == 1 and loop.count("bar.sync") == 1
 
 
+def test_descriptors_of_a_tile_hoisted_out_of_the_loop_are_built_in_the_loop():
+    """The K tile is staged once, before the loop: its descriptors do not change, but built
+    before the loop they took two registers each across it (tutorial 06's D128 backward
+    spilled them).  Every 64-bit descriptor a wgmma of the loop reads is defined in the loop."""
+    loop = _ptx_loop_with_wgmma(_compile_tile_read_twice().asm["ptx"])
+    defined = set(re.findall(r"^\s*[\w.:]+\s+(%rd\d+),", loop, re.M))
+    read = [d for call in re.findall(r"wgmma\.mma_async[^;]*;", loop)
+            for d in re.findall(r"(%rd\d+)", call)]
+    assert read and set(read) <= defined, sorted(set(read) - defined)
+
+
 def test_a_tile_two_dots_read_against_torch(gpu):
     torch = gpu
     n, d, bn = 512, 64, 128

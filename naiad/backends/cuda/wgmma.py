@@ -42,18 +42,32 @@ def _const(value: int) -> ir.Constant:
     return ir.Constant(lt.I32, value)
 
 
-def _descriptor(k: GPUKernel, tile: Any, start: ir.Value) -> tuple[ir.Value, int]:
+def _descriptor(k: GPUKernel, tile: Any, start: ir.Value, fixed: bool) -> tuple[ir.Value, int]:
     """The shared-memory matrix descriptor of a tile whose first byte is ``start``, as its low
     32 bits (a value) and its high 32 bits (a constant: the stride and the swizzle).  A
     shared-memory address is below 2^18 bytes, so its 16-byte units fill the 14-bit address
     field without a mask and never carry into the leading-byte offset above it: the low word
     is one shift-and-add, and each instruction's block (`_block_descriptor`) one 32-bit add --
     no 64-bit carries (the masked, or-ed 64-bit form cost the 8-warp matmul 15 of its 114
-    loop instructions)."""
+    loop instructions).
+
+    A tile at a ``fixed`` place (hoisted out of the loop, or in the scratch) has a low word
+    that does not change in a loop: it comes through a ``mov`` LLVM may not move, so that its
+    blocks' descriptors are built where they are used.  LLVM hoisted every instruction's
+    64-bit descriptor out of the loop, and ptxas kept them in two registers each or spilled
+    them (tutorial 06's D128 causal backward: 26 of the 27 reloads from local memory in each
+    dQ loop, 1,160 bytes of stack; 920 this way)."""
     b = k.b
     address = b.add(b.ptrtoint(k.hooks.shared_base(b), lt.I32), start)
     low = b.add(b.lshr(address, _const(4)), _const((tile.atom_bytes >> 4) << 16))
+    if fixed:
+        low = asm(b, "mov.b32 $0, $1;", [lt.I32], [low])
     return low, ((8 * tile.width) >> 4) | (_SWIZZLE_CODE[tile.width] << 30)
+
+
+def _fixed(held: Any) -> bool:
+    """Whether an operand's tile stays at one place: anything but a slot of a ring of several."""
+    return not (isinstance(held, Staged) and held.ring.stages > 1)
 
 
 def _block_descriptor(k: GPUKernel, tile: Any, descriptor: tuple[ir.Value, int], index: ir.Value,
@@ -170,8 +184,8 @@ def lower_wgmma(k: GPUKernel, op: Any, layout: NvidiaMma) -> bool:
         """One group: the wgmma of the K ``steps`` for every block of rows and columns, from
         the accumulator elements ``start`` (none: from zero); committed."""
         results: list[ir.Value] = []
-        b_whole = _descriptor(k, b_tile, b_base)
-        a_whole = None if a_regs is not None else _descriptor(k, a_tile, a_base)
+        b_whole = _descriptor(k, b_tile, b_base, _fixed(b_held))
+        a_whole = None if a_regs is not None else _descriptor(k, a_tile, a_base, _fixed(a_held))
         asm(b, "wgmma.fence.sync.aligned;", [], [])
         for r in range(reps_m):
             row = b.add(b.mul(group_m, _const(64)), _const(r * rows))
