@@ -157,6 +157,22 @@ def tile_read_twice(K, Q, Out, N, D: tl.constexpr, BN: tl.constexpr, BM: tl.cons
     tl.store(Out + offs_n[:, None] * D + offs_d[None, :], acc)
 
 
+@naiad.jit
+def two_halves(K, Q, Out, N, D: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr):
+    """Two loops one after the other, as tutorial 06's backward has them: the second's K tile,
+    staged before its loop, lands in the shared memory where the first half's store of its
+    accumulator (through the scratch) was read."""
+    offs_n, offs_d, offs_m = tl.arange(0, BN), tl.arange(0, D), tl.arange(0, BM)
+    for half in tl.static_range(2):
+        k = tl.load(K + half * BN * D + offs_n[:, None] * D + offs_d[None, :])
+        acc = tl.zeros([BN, D], dtype=tl.float32)
+        for start in range(0, N, BM):
+            q_t = tl.load(Q + (start + offs_m)[None, :] * D + offs_d[:, None])
+            p = tl.dot(k, q_t).to(tl.float16)
+            acc += tl.dot(p, tl.trans(q_t))
+        tl.store(Out + half * BN * D + offs_n[:, None] * D + offs_d[None, :], acc)
+
+
 # -- which instruction each dot gets (CI: PTX only) -------------------------------------------------
 
 _TYPES = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int8": "*i8", "e4m3": "*fp8e4nv",
@@ -372,6 +388,31 @@ def test_each_copys_pointer_advances_in_place(bm, bn, bk, warps):
         assert re.search(rf"add\.s64\s+{pointer}, {pointer}, ", loop), pointer
 
 
+def _ptx_loop_with(ptx: str, instruction: str) -> str:
+    """The PTX of the shortest loop that holds ``instruction``."""
+    loops = []
+    for branch in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        label = ptx.find(branch.group(1) + ":")
+        if 0 <= label < branch.start() and instruction in ptx[label:branch.start()]:
+            loops.append(ptx[label:branch.start()])
+    return min(loops, key=len)
+
+
+def test_an_mma_sync_loops_copies_take_addresses_made_afresh():
+    """On mma.sync (M = 16 here) LLVM's loop strength reduction stays on: the copies read
+    addresses made in the iteration from one advancing base, not pointers that advance in
+    place (whose copies the loop's branch then waits for: the skinny matmul took 1.4x the
+    cycles that way)."""
+    kernel = _compile_matmul(16, 128, 128, 4, 4)
+    assert kernel.metadata["strength_reduction"]
+    loop = _ptx_loop_with(kernel.asm["ptx"], "mma.sync")
+    pointers = re.findall(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[(%rd\d+)\]", loop)
+    assert len(pointers) == (16 + 128) * 128 * 2 // (16 * 32 * 4)
+    in_place = [p for p in pointers if re.search(rf"add\.s64\s+{p}, {p}, ", loop)]
+    assert len(in_place) < len(pointers) // 2, in_place
+    assert not _compile_matmul(128, 128, 32, 4).metadata["strength_reduction"]
+
+
 def test_masked_copies_zero_fill_through_their_predicate():
     """The K tail's mask is each copy's ignore-src predicate, not a source size selected
     between 16 and 0 bytes."""
@@ -479,6 +520,34 @@ def test_descriptors_of_a_tile_hoisted_out_of_the_loop_are_built_in_the_loop():
     read = [d for call in re.findall(r"wgmma\.mma_async[^;]*;", loop)
             for d in re.findall(r"(%rd\d+)", call)]
     assert read and set(read) <= defined, sorted(set(read) - defined)
+
+
+def _compile_two_halves():
+    signature = {"K": "*fp16", "Q": "*fp16", "Out": "*fp32", "N": "i32"}
+    attrs = {name: [["tt.divisibility", 16]] for name in signature}
+    return compile_cuda(two_halves, signature, {"D": 64, "BN": 128, "BM": 64}, attrs, num_warps=4)
+
+
+def test_a_rings_first_copies_wait_for_the_memorys_earlier_readers():
+    """Between the first half's last read of shared memory (its store's conversion) and the
+    second half's first copy into shared memory, every thread passes a barrier."""
+    ptx = _compile_two_halves().asm["ptx"]
+    copies = [m.start() for m in re.finditer(r"cp\.async\.cg", ptx)]
+    reads = [m.start() for m in re.finditer(r"ld\.shared", ptx)]
+    second = min(c for c in copies if c > reads[0])       # the second half's first copy
+    last_read = max(r for r in reads if r < second)
+    assert "bar.sync" in ptx[last_read:second]
+
+
+def test_two_halves_against_torch(gpu):
+    torch = gpu
+    n, d, bn = 512, 64, 128
+    k = torch.randn(2 * bn, d, device="cuda", dtype=torch.float16)
+    q = torch.randn(n, d, device="cuda", dtype=torch.float16) / 4
+    out = torch.empty(2 * bn, d, device="cuda", dtype=torch.float32)
+    two_halves[(1,)](k, q, out, n, D=d, BN=bn, BM=64, num_warps=4)
+    expected = torch.cat([(kk @ q.T).half().float() @ q.float() for kk in (k[:bn], k[bn:])])
+    torch.testing.assert_close(out, expected, rtol=2e-2, atol=2e-1)
 
 
 def test_a_tile_two_dots_read_against_torch(gpu):

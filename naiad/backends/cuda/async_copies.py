@@ -182,9 +182,16 @@ def _live_span(op: Any) -> list[Any]:
 
 
 def lower_async_load(k: GPUKernel, op: AsyncLoadOp) -> None:
-    """Copy into the slot, commit the copies as one group; the value is the slot."""
+    """Copy into the slot, commit the copies as one group; the value is the slot.  The ring's
+    first copies (a prologue's, or a tile's hoisted out of its loop) wait at a barrier for
+    every thread: the ring's memory may have served something before -- the scratch of an
+    epilogue's conversion, a ring of an earlier loop -- that a slower warp still reads (tutorial
+    06's backward: its dQ part's Q tile lands where the dK/dV stores' conversion is read)."""
     ring: Ring = k.state[("ring", op.ring.data)]
     b = k.b
+    if ("started", op.ring.data) not in k.state:
+        k.state[("started", op.ring.data)] = True
+        k.hooks.barrier(b)
     result = op.results[0]
     layout, shape = k.layout_of(result), shape_of(result)
     offset = b.add(b.mul(k.scalar(op.slot), ir.Constant(lt.I32, ring.slot_bytes)), ir.Constant(lt.I32, ring.base))

@@ -154,6 +154,7 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
 def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.async_copies import prepare
     from naiad.backends.cuda.hooks import NVPTXHooks
+    from naiad.backends.cuda.pipeline import strength_reduction
     from naiad.backends.cuda.target import link_libdevice, optimize
     from naiad.backends.cuda.tensor_cores import RULES
     from naiad.backends.cuda.tensor_maps import module_maps
@@ -166,6 +167,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest,
                        arch=options.arch)
     metadata["tensor_maps"] = [m.to_json() for m in module_maps(module)]
+    metadata["strength_reduction"] = strength_reduction(module)
     llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
     metadata["ptx_version"] = hooks.ptx_version
     return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch, hooks.ptx_version)
@@ -174,7 +176,7 @@ def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
 def _make_ptx(llir: str, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.target import emit_ptx
 
-    return emit_ptx(llir, options.arch, metadata.get("ptx_version"))
+    return emit_ptx(llir, options.arch, metadata.get("ptx_version"), metadata.get("strength_reduction", False))
 
 
 def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:

@@ -74,15 +74,16 @@ def optimize(module: Any, arch: int, ptx_version: int | None = None) -> str:
     return text
 
 
-def emit_ptx(llir: str, arch: int, ptx_version: int | None = None) -> str:
+def emit_ptx(llir: str, arch: int, ptx_version: int | None = None, strength_reduction: bool = False) -> str:
     """PTX of at least ``ptx_version`` (the minimum of ``arch`` by default); ``llir`` is parsed
     unless it is the very text (the same object, not an override's copy) `optimize` returned
-    last."""
+    last.  LLVM's loop strength reduction runs only when ``strength_reduction`` says
+    (`pipeline.strength_reduction`)."""
     llvm = _llvm()
     text, module = _optimized.pop("last", (None, None))
     if text is not llir:
         module = llvm.parse_assembly(llir)
-    with _without_loop_strength_reduction(llvm):
+    with contextlib.nullcontext() if strength_reduction else _without_loop_strength_reduction(llvm):
         return target_machine(arch, ptx_version).emit_assembly(module)
 
 
