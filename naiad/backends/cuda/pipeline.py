@@ -16,7 +16,8 @@ A load qualifies when every use of it is an operand of a tensor-core dot of the 
 all (`dot_operands.one_tile_serves`) --, fills masked-off elements with zeros, and its pointers, mask and the loop
 values they come from are computed without reading memory or reaching the dot's results: the
 loop values it depends on must follow a recurrence of their own (``ptrs += step``), which the
-pass runs ahead, ``S - 1`` iterations in front of the loop's own.  Loads of iterations past the
+pass runs ahead, ``S - 1`` iterations in front of the loop's own (a pointer that advances by
+a step the loop does not change, in a wgmma loop, as one 64-bit offset: `_offset_recurrences`).  Loads of iterations past the
 loop's end are masked off.  Each dot that takes pipelined operands gets ``ttg.pipeline_wait``,
 the number of later copy groups that may still be in flight when it starts.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, i1, i32
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, i1, i32, i64
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, one_tile_serves, readers
@@ -284,6 +285,11 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
             _clone(updates[arg].ops, step, loop)
         values = {arg: step.get(yields.operands[arg.index - 1], yields.operands[arg.index - 1])
                   for arg in recurrences}
+    # pointers that advance by a step the loop does not change are carried as one offset
+    strides = _offset_recurrences(body, recurrences, yields)
+    bases = {arg: values[arg] for arg in strides}
+    for arg in strides:
+        values[arg] = _constant(loop, 0, i64)
     # -- the new loop: the old carried values, the recurrences ahead, the staged loads, the
     # slot the next copies go to and the phase they complete (0 until the slots wrap around)
     inits = list(loop.iter_args) + [values[arg] for arg in recurrences] + \
@@ -307,12 +313,23 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
     # the loads of iteration t + ahead, at the end of the body
     iv_ahead, valid = _iteration(new_yield, loop, block.args[0], ahead)
     mapping = {block.args[0]: iv_ahead, **{block.args[arg.index]: future[arg] for arg in recurrences}}
+    for arg in strides:
+        offsets = _insert(new_yield, tt.SplatOp(future[arg], bases[arg].type.get_shape()))
+        mapping[block.args[arg.index]] = _insert(new_yield, tt.AddPtrOp(bases[arg], offsets))
     issued = [_async_load(load, dict(mapping), valid, slot, phase, rings[f], stages, block, new_yield)
               for f, load in enumerate(loads)]
     step = dict(mapping)
     for arg in recurrences:
-        _clone(_Slice(block, [new_yield.operands[arg.index - 1]]).ops, step, new_yield)
-    futures_next = [step.get(new_yield.operands[arg.index - 1], new_yield.operands[arg.index - 1])
+        if arg not in strides:
+            _clone(_Slice(block, [new_yield.operands[arg.index - 1]]).ops, step, new_yield)
+    for arg, stride in strides.items():
+        if isinstance(stride, int):
+            wide = _constant(new_yield, stride, i64)
+        else:
+            wide = stride if stride.type == i64 else _insert(new_yield, arith.ExtSIOp(stride, i64))
+        step[arg] = _insert(new_yield, arith.AddiOp(future[arg], wide))
+    futures_next = [step[arg] if arg in strides else
+                    step.get(new_yield.operands[arg.index - 1], new_yield.operands[arg.index - 1])
                     for arg in recurrences]
     one = _constant(new_yield, 1, i32)
     bumped = _insert(new_yield, arith.AddiOp(slot, one))
@@ -339,16 +356,50 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
     return True
 
 
+def _offset_recurrences(body: Block, recurrences: list[BlockArgument], yields: Operation) -> dict:
+    """The pointer recurrences ``ptrs = ptrs + step`` (``step`` a splat of a constant or of a
+    value defined before the loop) of a loop whose dots are all on wgmma, each with its step (an int for a
+constant): the loop
+    carries their distance from the prologue's last pointers as one 64-bit offset, and each
+    copy's address is made from it and that invariant pointer (one 64-bit add a chunk, into a
+    register of its own, as Triton's loop has it) instead of a pointer that advances in
+    place -- which the loop's branch waited for until every copy of the iteration had read
+    it (ptxas's read barrier).  Under ncu on the H200 (in place / this way / Triton): 8192^3
+    fp16 2.42 M / 2.24 M / 2.24 M cycles, bf16 2.42 M / 2.24 M / 2.24 M, 4096^3 379 k / 367 k /
+    358 k, M = 64 66.5 k / 63.5 k / 63.1 k, M = 128 89.1 k / 87.1 k / 85.7 k; tf32 4096^3 3.04 M /
+    3.10 M / 2.95 M (the one that lost)."""
+    dots = [op for op in body.ops if isinstance(op, tt.DotOp)]
+    if not dots or any(mma_version(d) != 3 for d in dots):
+        return {}
+    found = {}
+    for arg in recurrences:
+        update = yields.operands[arg.index - 1].owner
+        if not isinstance(update, tt.AddPtrOp) or update.ptr is not arg:
+            continue
+        if splat_value(update.offset) is not None:
+            found[arg] = int(splat_value(update.offset))
+            continue
+        if not isinstance(update.offset.owner, tt.SplatOp):
+            continue
+        stride = update.offset.owner.operands[0]
+        inside = stride.block is body if isinstance(stride, BlockArgument) else \
+            stride.owner.parent_block() is body and not isinstance(stride.owner, arith.ConstantOp)
+        if inside:
+            continue
+        found[arg] = stride
+    return found
+
+
 def strength_reduction(module: Any) -> bool:
     """Whether the kernel's PTX is emitted with LLVM's loop strength reduction on
     (`target.emit_ptx`): when its tensor-core dots are all on mma.sync.  Without it each
     copy's pointer advances in place, and the loop's branch waits until every copy of the
     iteration has read its pointer; with it the copies read addresses made afresh from one
-    advancing base.  A wgmma loop goes on meanwhile (its dots run on their own); an mma.sync
-    loop's next ldmatrix waits behind the branch.  Under ncu on the H200 (one launch each;
-    without / with): the M = 16 skinny matmul (mma.sync) 90.0 k / 64.6 k cycles (Triton 68.1 k);
-    wgmma: M = 64 65.4 k / 80.9 k, M = 128 90.1 k / 95.8 k, 4096^3 370 k / 387 k, 8192^3
-    2.40 M / 2.58 M."""
+    advancing base.  Under ncu on the H200 (one launch each; without / with): the M = 16
+    skinny matmul (mma.sync) 90.0 k / 64.6 k cycles (Triton 68.1 k); wgmma, before its loops
+    made their addresses themselves (`_offset_recurrences`): M = 64 65.4 k / 80.9 k, M = 128
+    90.1 k / 95.8 k, 4096^3 370 k / 387 k, 8192^3 2.40 M / 2.58 M -- LSR's addresses from
+    32-bit offsets cost more there than the wait did."""
     versions = {mma_version(op) for op in module.walk() if isinstance(op, tt.DotOp)} - {None}
     return versions == {2}
 
