@@ -157,24 +157,78 @@ def test_ldmatrix_reads_mma_sync_tiles_without_conflicts(shape, element, operand
 
 
 
-@pytest.mark.parametrize("shape, element, operand, along", OPERANDS,
-                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}-along{a}" for s, e, o, a in OPERANDS])
-@pytest.mark.parametrize("padded", [False, True])
-def test_addresses_from_split_coordinates_equal_one_address_each(shape, element, operand, along, padded):
-    """`addresses` (the thread's part once, each element's constant part an immediate where the
-    swizzle allows) gives every thread's every element the byte `address` gives it."""
+#: Operands whose copies run across the tile's rows: 4-byte elements, one a copy, into the
+#: K-major tile of a tf32 dot (its B N-contiguous, its A M-contiguous).
+ACROSS = [((32, 128), 4, 1, 1), ((64, 256), 4, 1, 1), ((128, 32), 4, 0, 0), ((16, 64), 4, 1, 1)]
+ADDRESSED = OPERANDS + ACROSS
+
+
+def _tile(shape, element, operand, along, padded):
     layout = _copy_layout(shape, element, along)
     mlir_type = TensorType(_TYPES[element], shape)
     tile = (padded_tile(layout, shape, mlir_type, 1 - operand, element == 2) if padded
             else swizzled_tile(layout, shape, mlir_type, 1 - operand, element == 2))
+    return layout, tile
+
+
+@pytest.mark.parametrize("shape, element, operand, along", ADDRESSED,
+                         ids=[f"{s[0]}x{s[1]}-{e}B-{'AB'[o]}-along{a}" for s, e, o, a in ADDRESSED])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("known_bits", [False, True])
+def test_addresses_from_split_coordinates_equal_one_address_each(shape, element, operand, along, padded,
+                                                                 known_bits):
+    """`addresses` (the thread's part once, each element's constant part an immediate where the
+    swizzle allows; with the bits the thread's part may set, `L.thread_bits`, or without) gives
+    every thread's every element the byte `address` gives it."""
+    layout, tile = _tile(shape, element, operand, along, padded)
     constants = [L.constant_offsets(layout, shape, e) for e in L.elements(layout, shape)]
+    bits = L.thread_bits(layout, shape) if known_bits else None
     b = _Ints()
     base = 3 * 1024
     for warp in range(4):
         for lane in range(32):
             thread = _thread_part(layout, lane, warp)
             expected = [tile.address(b, base, list(c)) for c in _thread_coordinates(layout, shape, lane, warp)]
-            assert tile.addresses(b, base, thread, constants) == expected, (warp, lane)
+            assert tile.addresses(b, base, thread, constants, bits) == expected, (warp, lane)
+
+
+def test_thread_bits_cover_every_threads_part():
+    """`L.thread_bits`: the OR of every thread's part of its coordinates, no more."""
+    for shape, element, _, along in ADDRESSED:
+        layout = _copy_layout(shape, element, along)
+        seen = [0, 0]
+        for warp in range(4):
+            for lane in range(32):
+                for d, part in enumerate(_thread_part(layout, lane, warp)):
+                    seen[d] |= part
+        assert L.thread_bits(layout, shape) == tuple(seen), (shape, element, along)
+
+
+class _CountingXors(_Ints):
+    """`_Ints` that counts the XORs computed: a thread's swizzled offsets, each a register."""
+
+    def __init__(self):
+        self.xors = 0
+
+    def xor(self, a, b):
+        self.xors += 1
+        return super().xor(a, b)
+
+
+@pytest.mark.parametrize("known_bits, xors", [(True, 2), (False, 32)])
+def test_known_thread_bits_leave_a_tf32_b_tiles_copies_to_immediates(known_bits, xors):
+    """A tf32 dot's 32x128 B, N-contiguous, copied element by element into its K-major
+    swizzled tile: grouped below the swizzle's phase, each of a thread's 32 copies needs a
+    swizzled offset of its own (a register, added to the ring's slot in each iteration);
+    knowing the thread's bits, the constants agree on all but one of them: two offsets."""
+    layout, tile = _tile((32, 128), 4, 1, 1, False)
+    assert tile.inner == 0 and tile.width == 128
+    constants = [L.constant_offsets(layout, (32, 128), e) for e in L.elements(layout, (32, 128))]
+    assert len(constants) == 32
+    b = _CountingXors()
+    bits = L.thread_bits(layout, (32, 128)) if known_bits else None
+    tile.addresses(b, 0, _thread_part(layout, 5, 1), constants, bits)
+    assert b.xors == xors           # the thread's swizzle, and one XOR per further offset
 
 
 def _sectors_split(tile, shape, element, along) -> int:

@@ -348,7 +348,7 @@ def test_wgmma_cubin_assembles():
     assert kernel.asm["cubin"].startswith(b"\x7fELF")
 
 
-def _compile_matmul(bm, bn, bk, warps, stages=3, dtype="*fp16"):
+def _compile_matmul(bm, bn, bk, warps, stages=3, dtype="*fp16", arch=90):
     signature = {"a_ptr": dtype, "b_ptr": dtype, "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
                  "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32",
                  "stride_bn": "constexpr", "stride_cm": "i32", "stride_cn": "constexpr",
@@ -358,7 +358,10 @@ def _compile_matmul(bm, bn, bk, warps, stages=3, dtype="*fp16"):
                   "BLOCK_K": bk, "GROUP_M": 8}
     attrs = {n: [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K",
                                                     "stride_am", "stride_bk", "stride_cm")}
-    return compile_cuda(matmul, signature, constexprs, attrs, num_warps=warps, num_stages=stages)
+    if arch == 90:
+        return compile_cuda(matmul, signature, constexprs, attrs, num_warps=warps, num_stages=stages)
+    return naiad.compile(ASTSource(matmul, signature, constexprs, attrs), target=GPUTarget("cuda", arch, 32),
+                         options={"num_warps": warps, "num_stages": stages})
 
 
 @pytest.mark.parametrize("bm, bn, bk, warps, stages, shared", [
@@ -454,14 +457,31 @@ def test_scalar_loads_in_nested_loops_on_the_gpu(gpu):
     assert data.item() == 40
 
 
-@pytest.mark.parametrize("dtype, in_flight", [("*fp16", True), ("*fp32", False)])
+@pytest.mark.parametrize("dtype, in_flight", [("*fp16", True), ("*fp32", True), ("*fp8e4nv", False)])
 def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight):
-    """fp16 tiles both come from cp.async rings: the loop waits for the group before; tf32's B,
-    N-contiguous, is stored from registers into one scratch tile, which the next iteration
-    overwrites: that loop must wait for its own group."""
+    """fp16 and tf32 tiles both come from cp.async rings: the loop waits for the group before;
+    fp8's B, N-contiguous, is stored from registers into one scratch tile (wgmma reads 8-bit
+    tiles K-major only, and 1-byte copies do not exist), which the next iteration overwrites:
+    that loop must wait for its own group."""
     ptx = _compile_matmul(128, 128, 32, 4, dtype=dtype).asm["ptx"]
     assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == in_flight
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
+
+
+@pytest.mark.parametrize("arch", [90, 80])
+def test_a_tf32_dots_n_major_b_is_copied_element_by_element_into_its_ring(arch):
+    """A tf32 dot reads its B K-major (wgmma and mma.sync alike take no transposed 32-bit
+    tile): an N-contiguous B goes into its ring by 4-byte copies, each element to its place
+    in a K-major row -- the whole tile in the pipeline, none through registers."""
+    kernel = _compile_matmul(128, 128, 32, 4, dtype="*fp32", arch=arch)
+    ptx = kernel.asm["ptx"]
+    per_thread = 32 * 128 // 128                  # B: 32x128 elements, 128 threads
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4, %p\d+;", ptx)) == 3 * per_thread
+    assert "st.shared" not in ptx[:ptx.rindex("cp.async.wait_group \t0;")]
+    assert kernel.metadata["shared"] == 3 * 2 * 128 * 32 * 4   # A and B, three slots each
+    # the masked copies' ignore-src predicate is PTX 7.5's: sm_80's PTX is raised to it
+    major, minor = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.M).groups()
+    assert int(major) * 10 + int(minor) >= 75
 
 
 def _ptx_loop_with_wgmma(ptx: str) -> str:

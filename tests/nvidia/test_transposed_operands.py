@@ -64,7 +64,9 @@ def _compile(mode, m, n, k, stages, dtype="*fp16"):
 
 @pytest.mark.parametrize("mode, dtype, pipelined", [
     ("a_bt", "*fp16", 2), ("a_bt", "*fp32", 2),        # K-major through the transpose: any type
-    ("at_b", "*fp16", 2), ("at_b", "*fp32", 0),        # MN-major tiles: 16-bit only
+    ("at_b", "*fp16", 2),                               # MN-major tiles: 16-bit ones
+    ("at_b", "*fp32", 2),                               # 4-byte ones copied into K-major tiles
+    ("at_b", "*fp8e4nv", 0),                            # 1-byte ones cannot be
     ("both", "*fp16", 2), ("regs", "*fp16", 1)])
 def test_loads_read_through_a_transpose_are_pipelined(mode, dtype, pipelined):
     stages = 3

@@ -94,6 +94,16 @@ def copy_vector(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple[int, int])
     return vector if vector * element in (4, 8, 16) else 0
 
 
+def tile_vector(tile: Any, layout: L.Layout, shape: tuple[int, int], vector: int) -> int:
+    """Elements one copy moves into ``tile`` when ``vector`` may move together: ``vector``
+    where a thread's chunks run along the tile's rows; 1 where they run across them and one
+    element is 4 bytes (each copied to its place in its row, as a tf32 dot's N-major B goes
+    into the K-major tile wgmma reads); 0 when no copy fits."""
+    if L.run_length(layout, shape, tile.inner) >= vector:
+        return vector
+    return 1 if tile.element_bytes == 4 else 0
+
+
 def _reached_uses(value: Any) -> list[Any]:
     """Every use of ``value``, directly or carried on through loops (into a loop's body as an
     iteration argument, and on to the next iteration through its yield)."""
@@ -150,8 +160,8 @@ def prepare(k: GPUKernel) -> None:
         layout, shape = k.layout_of(result), shape_of(result)
         consumer = _consumer(result)
         tile = tile_for(k, *consumer, layout, shape, result.type) if consumer is not None else None
-        vector = copy_vector(k, op, layout, shape)
-        if tile is None or not vector or L.run_length(layout, shape, tile.inner) < vector:
+        vector = tile_vector(tile, layout, shape, copy_vector(k, op, layout, shape)) if tile is not None else 0
+        if not vector:
             raise NotImplementedError(f"ttg.async_load of {result.type} that cannot be copied "
                                       f"into a tile its dot reads")
         stages = op.stages.value.data
@@ -265,8 +275,9 @@ def _deferrable(k: GPUKernel, op: Any) -> DeferredLoad | None:
     layout, shape = k.layout_of(result), shape_of(result)
     vector = copy_vector(k, op, layout, shape)
     tile = tile_for(k, dot, 1 - uses[0].index, layout, shape, result.type) if vector > 1 else None
-    if tile is None or L.run_length(layout, shape, tile.inner) < vector:
-        return None                      # the copies' chunks must run along the tile's rows
+    vector = tile_vector(tile, layout, shape, vector) if tile is not None else 0
+    if not vector:
+        return None                      # no copy fits the tile's rows
     return DeferredLoad(op, layout, shape, vector)
 
 

@@ -198,10 +198,15 @@ class NVPTXHooks(GPUHooks):
     def relaxed_load(self, b: ir.IRBuilder, address: ir.Value, element: ir.Type, scope: str) -> ir.Value:
         return memory_ptx.relaxed_load(b, address, element, scope)
 
+    def require_ptx(self, version: int) -> None:
+        """The kernel uses an instruction of PTX ISA ``version`` (75 for 7.5): its PTX is
+        written in that version at least."""
+        self.ptx_version = max(self.ptx_version or 0, version)
+
     def acquire_fence(self, b: ir.IRBuilder, scope: str) -> None:
         acquire_only = (self.newest_ptx or 0) >= memory_ptx.FENCE_ACQUIRE_PTX
         if acquire_only:
-            self.ptx_version = max(self.ptx_version or 0, memory_ptx.FENCE_ACQUIRE_PTX)
+            self.require_ptx(memory_ptx.FENCE_ACQUIRE_PTX)
         memory_ptx.acquire_fence(b, scope, acquire_only)
 
     def clock_ns(self, b: ir.IRBuilder) -> ir.Value:

@@ -147,7 +147,9 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
     """Whether the lowering can copy ``load`` into a tile that ``dot`` reads summing over the
     load's dimension ``k_dim``: 16-byte (at least 4-byte) chunks along the dimension its
     pointers run, which must be K unless the elements are 16-bit (those tiles may be
-    transposed), and a swizzle that fits the tile."""
+    transposed) or 4-byte (copied one element at a time across the rows of a K-major tile,
+    as tf32 dots need: their tiles cannot be read transposed), and a swizzle that fits the
+    tile."""
     shape = load.results[0].type.get_shape()
     element = lt.byte_size(lt.memory_type(load.results[0].type))
     ptr = info.get(load.ptr) or AxisInfo.unknown(2)
@@ -156,8 +158,12 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
     vector = min(ptr.contiguity[along], 16 // element, max(1, ptr.divisibility[along] // element))
     if mask is not None:
         vector = min(vector, mask.constancy[along])
-    if vector * element < 4 or (element != 2 and along != k_dim):
+    if vector * element < 4:
         return False
+    if along != k_dim and element != 2:
+        if element != 4:
+            return False
+        along = k_dim                            # a K-major tile, one element a copy
     if mma_version(dot) == 2:
         return along == k_dim or k_dim == 0      # mma.sync: B may be transposed (ldmatrix.trans)
     inner = along if element == 2 else k_dim
@@ -358,13 +364,12 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -
 
 def _offset_recurrences(body: Block, recurrences: list[BlockArgument], yields: Operation) -> dict:
     """The pointer recurrences ``ptrs = ptrs + step`` (``step`` a splat of a constant or of a
-    value defined before the loop) of a loop whose dots are all on wgmma, each with its step (an int for a
-constant): the loop
-    carries their distance from the prologue's last pointers as one 64-bit offset, and each
-    copy's address is made from it and that invariant pointer (one 64-bit add a chunk, into a
-    register of its own, as Triton's loop has it) instead of a pointer that advances in
-    place -- which the loop's branch waited for until every copy of the iteration had read
-    it (ptxas's read barrier).  Under ncu on the H200 (in place / this way / Triton): 8192^3
+    value defined before the loop) of a loop whose dots are all on wgmma, each with its step
+    (an int for a constant): the loop carries their distance from the prologue's last
+    pointers as one 64-bit offset, and each copy's address is made from it and that invariant
+    pointer (one 64-bit add a chunk, into a register of its own, as Triton's loop has it)
+    instead of a pointer that advances in place -- which the loop's branch waited for until
+    every copy of the iteration had read it (ptxas's read barrier).  Under ncu on the H200 (in place / this way / Triton): 8192^3
     fp16 2.42 M / 2.24 M / 2.24 M cycles, bf16 2.42 M / 2.24 M / 2.24 M, 4096^3 379 k / 367 k /
     358 k, M = 64 66.5 k / 63.5 k / 63.1 k, M = 128 89.1 k / 87.1 k / 85.7 k; tf32 4096^3 3.04 M /
     3.10 M / 2.95 M (the one that lost)."""

@@ -32,6 +32,10 @@ from naiad.codegen.gpu.kernel import Dist, GPUKernel
 from naiad.backends.cuda.ptx_asm import asm
 
 
+#: The PTX ISA version of ``cp.async``'s ``ignore-src`` predicate (7.5).
+IGNORE_SRC_PTX = 75
+
+
 def _const(value: int) -> ir.Constant:
     return ir.Constant(lt.I32, value)
 
@@ -112,19 +116,29 @@ class SwizzledTile(_Tile):
         phase = b.and_(b.lshr(plain, _const(7)), _const(self.width // 16 - 1))
         return b.xor(plain, b.shl(phase, _const(4)))
 
+    def _swizzle_of(self, plain: int) -> int:
+        """`_swizzled` of a known offset (or of a mask of the bits an offset may set)."""
+        return plain ^ (((plain >> 7) & (self.width // 16 - 1)) << 4)
+
     def address(self, b: ir.IRBuilder, base: ir.Value, coords: list[ir.Value]) -> ir.Value:
         """The byte (of shared memory) of the element at tensor coordinates ``coords``."""
         return b.add(base, self._swizzled(b, self.plain(b, coords[1 - self.inner], coords[self.inner])))
 
     def addresses(self, b: ir.IRBuilder, base: ir.Value, thread: list[ir.Value],
-                  constants: list[tuple[int, ...]]) -> list[ir.Value]:
+                  constants: list[tuple[int, ...]], thread_bits: tuple[int, ...] | None = None) -> list[ir.Value]:
         """`address` of the coordinates ``thread`` + ``c`` for each of ``constants``, where
         the two parts share no bit (`GPUKernel.split_coordinates`: ``plain`` of the sum is then
         the sum of the parts' ``plain``).  Adding a multiple of `phase_bytes` commutes with the
         swizzle, so the elements whose constant parts agree below it share one swizzled
         offset and the rest is an immediate: one register for a thread's copies of rows 8
-        apart, where LLVM, which cannot see through the XOR, would keep one for each."""
+        apart, where LLVM, which cannot see through the XOR, would keep one for each.  Knowing
+        which bits the thread's part may set (``thread_bits``, per dimension) does better
+        (`_known_bits_addresses`)."""
         thread_plain = self.plain(b, thread[1 - self.inner], thread[self.inner])
+        if thread_bits is not None:
+            found = self._known_bits_addresses(b, base, thread_plain, constants, thread_bits)
+            if found is not None:
+                return found
         swizzled: dict[int, ir.Value] = {}
         result = []
         for c in constants:
@@ -133,6 +147,39 @@ class SwizzledTile(_Tile):
             if low not in swizzled:
                 swizzled[low] = b.add(base, self._swizzled(b, b.add(thread_plain, _const(low))))
             result.append(b.add(swizzled[low], _const(plain - low)) if plain != low else swizzled[low])
+        return result
+
+    def _known_bits_addresses(self, b: ir.IRBuilder, base: ir.Value, thread_plain: ir.Value,
+                              constants: list[tuple[int, ...]], thread_bits: tuple[int, ...]) -> list[ir.Value] | None:
+        """`addresses` when the offsets the thread's bits give and the constants' offsets
+        share no bit: the swizzle is linear over XOR, so the address is the thread's swizzled
+        offset XOR the constant's, and the constant's bits outside those the thread's may set
+        are an immediate.  Elements share a register when their constants agree on the
+        thread's bits: a tf32 dot's B tile, copied one element at a time across its K-major
+        rows, needs 2 registers for a thread's 32 copies where grouping below `phase_bytes`
+        needed 32 (each added to the ring's slot in every iteration).  None when the bits
+        overlap (a carry would break the XOR)."""
+        units = [self._plain_of(tuple(1 << bit if d == dim else 0 for d in range(2)))
+                 for dim, bits in enumerate(thread_bits) for bit in range(bits.bit_length()) if bits >> bit & 1]
+        thread_mask = 0
+        for unit in units:
+            if unit & thread_mask:
+                return None
+            thread_mask |= unit
+        plains = [self._plain_of(c) for c in constants]
+        if any(p & thread_mask for p in plains):
+            return None
+        swizzled_mask = self._swizzle_of(thread_mask)
+        thread_swizzled = self._swizzled(b, thread_plain)
+        registers: dict[int, ir.Value] = {}
+        result = []
+        for plain in plains:
+            swizzled = self._swizzle_of(plain)
+            shared, rest = swizzled & swizzled_mask, swizzled & ~swizzled_mask
+            if shared not in registers:
+                moved = b.xor(thread_swizzled, _const(shared)) if shared else thread_swizzled
+                registers[shared] = b.add(base, moved)
+            result.append(b.add(registers[shared], _const(rest)) if rest else registers[shared])
         return result
 
     def block_start(self, b: ir.IRBuilder, base: ir.Value, index: ir.Value, depth: int) -> ir.Value:
@@ -164,9 +211,9 @@ class PaddedTile(_Tile):
         return b.add(base, b.add(b.mul(row, _const(self.row_bytes)), b.mul(inner, _const(self.element_bytes))))
 
     def addresses(self, b: ir.IRBuilder, base: ir.Value, thread: list[ir.Value],
-                  constants: list[tuple[int, ...]]) -> list[ir.Value]:
+                  constants: list[tuple[int, ...]], thread_bits: tuple[int, ...] | None = None) -> list[ir.Value]:
         """`address` of ``thread`` + ``c`` for each of ``constants``: the thread's address
-        plus an immediate each (the geometry is linear)."""
+        plus an immediate each (the geometry is linear, whatever bits the thread's part sets)."""
         start = self.address(b, base, thread)
         return [b.add(start, _const(c[1 - self.inner] * self.row_bytes + c[self.inner] * self.element_bytes))
                 for c in constants]
@@ -183,7 +230,7 @@ def element_addresses(k: GPUKernel, tile: Any, base: ir.Value, layout: L.Layout,
         coords = k.coordinates(layout, shape)
         return [tile.address(k.b, base, coords[e]) for e in elements]
     thread, constants = split
-    return tile.addresses(k.b, base, thread, [constants[e] for e in elements])
+    return tile.addresses(k.b, base, thread, [constants[e] for e in elements], L.thread_bits(layout, shape))
 
 
 def padded_tile(layout: L.Layout, shape: tuple[int, int], mlir_type: Any, k_dim: int,
@@ -257,8 +304,11 @@ def copy_global(k: GPUKernel, pointers: list[ir.Value], masks: list[ir.Value] | 
 
     A masked copy takes the mask as its ``ignore-src`` predicate (zeros where it is set):
     the predicates of a bounds check combine into one, where a source size of 16 or 0 costs
-    a select for every condition of the mask, on each copy."""
+    a select for every condition of the mask, on each copy.  The predicate is PTX ISA 7.5's:
+    above sm_80's minimum of 7.0."""
     b = k.b
+    if masks is not None:
+        k.hooks.require_ptx(IGNORE_SRC_PTX)
     nbytes = vector * tile.element_bytes
     kind = "cg" if nbytes == 16 else "ca"
     starts = range(0, len(pointers), vector)

@@ -299,6 +299,26 @@ def constant_offsets(layout: Layout, shape: Sequence[int], element: tuple) -> tu
     return tuple(rep * blocked.tile(d) + e for d, (rep, e) in enumerate(element))
 
 
+def thread_bits(layout: Layout, shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The bits the thread's part of each coordinate may set (`GPUKernel.split_coordinates`
+    splits a coordinate so): what an address of a swizzled tile can leave to immediates
+    (`SwizzledTile.addresses`).  None for a layout whose thread parts are not sums of
+    powers of two."""
+    linear = linear_of(layout, shape)
+    if linear is not None:
+        bits = [0] * linear.rank
+        for base in (*linear.lanes, *linear.warps):
+            for d, step in enumerate(base):
+                bits[d] |= step
+        return tuple(bits)
+    blocked, removed = blocked_of(layout)
+    sizes = (*blocked.size_per_thread, *blocked.threads_per_warp, *blocked.warps_per_cta)
+    if any(n & (n - 1) for n in sizes):
+        return None
+    return tuple((blocked.tile(d) - 1) & ~(blocked.size_per_thread[d] - 1)
+                 for d in range(blocked.rank) if d not in removed)
+
+
 def distinct_threads(blocked: Blocked, full_shape: Sequence[int], d: int) -> tuple[int, int]:
     """How many lanes and warps along ``d`` hold different elements (the rest repeat them)."""
     size, spt = full_shape[d], blocked.size_per_thread[d]
