@@ -468,6 +468,17 @@ def test_a_wgmma_group_runs_past_its_iteration_only_from_rings(dtype, in_flight)
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
 
 
+def test_a_tf32_b_too_large_for_a_ring_goes_through_registers():
+    """128x256x64 tf32 tiles three deep would take 288 KiB of rings, more than an H200 block
+    has (227 KiB): the N-major B goes through registers into one scratch tile instead, and the
+    kernel fits (Triton's pipeliner asks for the 288 KiB and fails to launch)."""
+    kernel = _compile_matmul(128, 256, 64, 8, dtype="*fp32")
+    ttgir, ptx = kernel.asm["ttgir"], kernel.asm["ptx"]
+    assert ttgir.count("ttg.async_load") == 3                 # A's: two in the prologue, one in the loop
+    assert "cp.async.ca.shared.global" not in ptx
+    assert kernel.metadata["shared"] <= 232448
+
+
 @pytest.mark.parametrize("arch", [90, 80])
 def test_a_tf32_dots_n_major_b_is_copied_element_by_element_into_its_ring(arch):
     """A tf32 dot reads its B K-major (wgmma and mma.sync alike take no transposed 32-bit

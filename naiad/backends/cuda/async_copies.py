@@ -275,9 +275,8 @@ def _deferrable(k: GPUKernel, op: Any) -> DeferredLoad | None:
     layout, shape = k.layout_of(result), shape_of(result)
     vector = copy_vector(k, op, layout, shape)
     tile = tile_for(k, dot, 1 - uses[0].index, layout, shape, result.type) if vector > 1 else None
-    vector = tile_vector(tile, layout, shape, vector) if tile is not None else 0
-    if not vector:
-        return None                      # no copy fits the tile's rows
+    if tile is None or L.run_length(layout, shape, tile.inner) < vector:
+        return None                      # the copies' chunks must run along the tile's rows
     return DeferredLoad(op, layout, shape, vector)
 
 

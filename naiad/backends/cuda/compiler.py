@@ -145,7 +145,7 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
         split_f32_dots(func, lambda dot, part: layout_for((part, part, "f32"), dot_shape(dot),
                                                            options.num_warps, target.arch) is not None)
         accelerate_matmul(func, options.num_warps, target.arch)
-        if pipeline(func, options.num_stages):
+        if pipeline(func, options.num_stages, target.arch):
             run_passes(module, ("cse", "dce"))
 
     return make_ttgir(module, options.num_warps, 32, f"cuda:{target.arch}", nvidia_passes)

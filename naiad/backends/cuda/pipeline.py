@@ -30,6 +30,7 @@ slots wrap around), and such loads commit no ``cp.async`` group.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from xdsl.dialects import scf
@@ -50,14 +51,23 @@ from naiad.passes.effects import is_pure
 NUM_STAGES = "tt.num_stages"
 
 
-def pipeline(func: Any, num_stages: int) -> bool:
-    """Pipeline every loop of ``func`` whose tensor-core dots take loads that qualify; True when
-    one was."""
+#: The shared memory a block may opt in to, by compute capability (bytes).
+_SHARED_BYTES = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
+
+
+def shared_bytes(arch: int) -> int:
+    """The shared memory a block of ``arch`` may have (that of the nearest older one listed)."""
+    return _SHARED_BYTES[max((a for a in _SHARED_BYTES if a <= arch), default=80)]
+
+
+def pipeline(func: Any, num_stages: int, arch: int = 90) -> bool:
+    """Pipeline every loop of ``func`` whose tensor-core dots take loads that qualify, for
+    compute capability ``arch``; True when one was."""
     changed = False
     for loop in [op for op in func.walk() if isinstance(op, scf.ForOp)]:
         stages = loop.attributes[NUM_STAGES].value.data if NUM_STAGES in loop.attributes else num_stages
         if stages >= 2:
-            changed |= _pipeline_loop(loop, stages, f"ring{_count(func)}_", analyze(func))
+            changed |= _pipeline_loop(loop, stages, f"ring{_count(func)}_", analyze(func), shared_bytes(arch))
     return changed
 
 
@@ -95,7 +105,7 @@ class _Slice:
         self.ops = [op for op in body.ops if op in seen]
 
 
-def _staged_readers(load: tt.LoadOp, info: dict) -> list[Reader] | None:
+def _staged_readers(load: tt.LoadOp, info: dict, across: bool = True) -> list[Reader] | None:
     """The tensor-core dots that would read ``load``'s tile, when one tile copied from global
     memory can serve them all (`dot_operands.one_tile_serves`, and `_copyable` for each);
     None otherwise."""
@@ -106,7 +116,7 @@ def _staged_readers(load: tt.LoadOp, info: dict) -> list[Reader] | None:
     found = readers(load.results[0])
     element = lt.byte_size(lt.memory_type(load.results[0].type))
     if found is None or not one_tile_serves(found, element) or \
-            not all(_copyable(load, info, r.dot, r.k_dim) for r in found):
+            not all(_copyable(load, info, r.dot, r.k_dim, across) for r in found):
         return None
     return found
 
@@ -128,12 +138,12 @@ def _map_readers(load: TensorMapLoadOp) -> list[Reader] | None:
     return found
 
 
-def _load_readers(op: Any, info: dict) -> list[Reader] | None:
+def _load_readers(op: Any, info: dict, across: bool = True) -> list[Reader] | None:
     """The dots that would read a load's staged tile (`_staged_readers`, `_map_readers`);
     None for anything but a load the pipeliner can stage."""
     if isinstance(op, TensorMapLoadOp):
         return _map_readers(op)
-    return _staged_readers(op, info) if isinstance(op, tt.LoadOp) else None
+    return _staged_readers(op, info, across) if isinstance(op, tt.LoadOp) else None
 
 
 def _loads_of(load: Any) -> list[SSAValue]:
@@ -143,13 +153,13 @@ def _loads_of(load: Any) -> list[SSAValue]:
     return [v for v in (load.ptr, load.mask) if v is not None]
 
 
-def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
+def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int, across: bool = True) -> bool:
     """Whether the lowering can copy ``load`` into a tile that ``dot`` reads summing over the
     load's dimension ``k_dim``: 16-byte (at least 4-byte) chunks along the dimension its
     pointers run, which must be K unless the elements are 16-bit (those tiles may be
     transposed) or 4-byte (copied one element at a time across the rows of a K-major tile,
-    as tf32 dots need: their tiles cannot be read transposed), and a swizzle that fits the
-    tile."""
+    as tf32 dots need: their tiles cannot be read transposed; unless ``across`` is False), and
+    a swizzle that fits the tile."""
     shape = load.results[0].type.get_shape()
     element = lt.byte_size(lt.memory_type(load.results[0].type))
     ptr = info.get(load.ptr) or AxisInfo.unknown(2)
@@ -161,7 +171,7 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
     if vector * element < 4:
         return False
     if along != k_dim and element != 2:
-        if element != 4:
+        if element != 4 or not across:
             return False
         along = k_dim                            # a K-major tile, one element a copy
     if mma_version(dot) == 2:
@@ -170,11 +180,12 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int) -> bool:
     return bool(swizzle_bytes(shape[inner] * element)) and shape[1 - inner] % 8 == 0
 
 
-def _candidates(body: Block, info: dict) -> tuple[list[tt.LoadOp], set[BlockArgument]]:
-    """The loads to pipeline and the carried values their recurrences run ahead."""
+def _candidates(body: Block, info: dict, across: bool = True) -> tuple[list[tt.LoadOp], set[BlockArgument]]:
+    """The loads to pipeline and the carried values their recurrences run ahead (``across``:
+    `_copyable`)."""
     loads = []
     for op in body.ops:
-        found = _load_readers(op, info)
+        found = _load_readers(op, info, across)
         if found is not None and all(r.dot.parent_block() is body for r in found):
             loads.append(op)
     yields = body.last_op
@@ -264,10 +275,24 @@ def _count_ops(loop: scf.ForOp) -> int:
     return sum(1 for op in loop.parent_block().ops if isinstance(op, _STAGED))
 
 
-def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict) -> bool:
+def _ring_bytes(loads: list[Any], stages: int) -> int:
+    """The shared memory the rings of ``loads`` take, ``stages`` slots each (1024-byte aligned)."""
+    sizes = [lt.byte_size(lt.memory_type(load.results[0].type)) * math.prod(load.results[0].type.get_shape())
+             for load in loads]
+    return stages * sum(-(-size // 1024) * 1024 for size in sizes)
+
+
+def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, shared_limit: int) -> bool:
+    """Pipeline ``loop``'s loads, ``stages`` deep.  Copies across a tile's rows (4-byte
+    elements into a K-major tile) put a tile in the ring that would otherwise go through
+    registers into one scratch tile: where the rings would not fit in ``shared_limit`` bytes
+    (the most a block has on the target), that tile goes the register way (a tf32 128x256x64
+    matmul, 3 stages: 288 KiB of rings, 160 KiB so)."""
     body = loop.body.block
     hoisted = _hoist_invariant_operands(loop, ring_prefix, info)
     loads, recurrences = _candidates(body, info)
+    if _ring_bytes(loads, stages) > shared_limit:
+        loads, recurrences = _candidates(body, info, across=False)
     if not loads:
         return hoisted
     ahead = stages - 1
