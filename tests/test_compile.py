@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 
 import pytest
 
@@ -146,6 +147,49 @@ def test_a_compile_leaves_a_program_s_own_freeze_alone(plugins, monkeypatch):
         assert gc.get_freeze_count() > frozen - 100    # ... and the program's freeze kept
     finally:
         gc.unfreeze()
+
+
+def _freeze_counts_per_stage(plugins, monkeypatch, first_stage_imports: str | None) -> list[int]:
+    """The collector's freeze count as each of the toy backend's stages starts, where the first
+    stage may import a module."""
+    from naiad import knobs
+    import importlib
+
+    plugins.add("toy")
+    counts: list[int] = []
+
+    def wrap(name, stage):
+        def run(ir, metadata):
+            counts.append(gc.get_freeze_count())
+            if first_stage_imports and not counts[:-1]:
+                importlib.import_module(first_stage_imports)
+            return stage(ir, metadata)
+        return run
+
+    def inspect(backend=None, stages=None, *rest):
+        if stages is None:                  # Triton's convention: asked for its cache key
+            return ("freeze-counts", "1")
+        for name in list(stages):
+            stages[name] = wrap(name, stages[name])
+
+    monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", inspect)
+    monkeypatch.setattr(knobs.compilation, "always_compile", True)
+    naiad.compile(ASTSource(scale, SIGNATURE, {"BLOCK": 64}), target=TOY)
+    return counts
+
+
+def test_what_a_compile_s_imports_made_is_frozen_at_the_next_stage(plugins, monkeypatch, tmp_path):
+    """The compile path's modules, imported by the first compile of a process, are not looked
+    at by the collections of the rest of it (~40 ms of a cold tensor-core compile); a compile
+    that imports nothing freezes no more than it found."""
+    (tmp_path / "naiad_test_big_module.py").write_text("TABLE = [[i] for i in range(20000)]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "naiad_test_big_module", raising=False)
+    counts = _freeze_counts_per_stage(plugins, monkeypatch, "naiad_test_big_module")
+    assert counts[1] >= counts[0] + 20000
+    assert gc.get_freeze_count() == 0
+    counts = _freeze_counts_per_stage(plugins, monkeypatch, None)
+    assert max(counts) <= counts[0]
 
 
 def test_a_compile_leaves_a_disabled_collector_alone(plugins, monkeypatch):

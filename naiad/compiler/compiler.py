@@ -16,6 +16,7 @@ import gc
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 import warnings
@@ -285,7 +286,7 @@ def compile(src: Any, target: GPUTarget | None = None, options: dict | None = No
 #: The collector's first threshold while a compile runs (Python's default is 700).
 _COMPILE_GC_THRESHOLD = 100_000
 _gc_lock = threading.Lock()
-_gc_state: dict[str, Any] = {"depth": 0, "saved": None, "froze": False}
+_gc_state: dict[str, Any] = {"depth": 0, "saved": None, "froze": False, "modules": 0}
 
 
 @contextlib.contextmanager
@@ -300,7 +301,8 @@ def _rare_collections():
     every cold matmul compile even with young collections made rare.  Frozen, the heap that was
     there before is not looked at, and the compile's temporaries die young.  A collector that
     is disabled is left alone, and so are objects a program froze itself (it unfreezes them
-    when it chooses: a compile then freezes nothing), and a threshold already higher."""
+    when it chooses: a compile then freezes nothing), and a threshold already higher.
+    `_freeze_new_imports` freezes again what the compile's own imports made."""
     with _gc_lock:
         if _gc_state["depth"] == 0 and gc.isenabled():
             threshold = gc.get_threshold()
@@ -310,6 +312,7 @@ def _rare_collections():
             if gc.get_freeze_count() == 0:
                 gc.freeze()
                 _gc_state["froze"] = True
+                _gc_state["modules"] = len(sys.modules)
         _gc_state["depth"] += 1
     try:
         yield
@@ -325,6 +328,21 @@ def _rare_collections():
                     _gc_state["froze"] = False
 
 
+def _freeze_new_imports() -> None:
+    """Freeze the heap again if modules were imported since it was last frozen.
+
+    Why: the first compile of a process imports the compile path (xDSL's dialects, the
+    lowering, the backend's stages: ~10^5 objects that live as long as the process), and a
+    young collection in the middle of it looks at all of them -- ~40 ms of a cold matmul
+    compile.  Frozen at a stage boundary, they are not looked at again.  Compiles that
+    import nothing (every later one) freeze nothing, so their garbage is collected as usual;
+    the first one's few young leftovers wait for a full collection after it."""
+    with _gc_lock:
+        if _gc_state["froze"] and len(sys.modules) != _gc_state["modules"]:
+            gc.freeze()
+            _gc_state["modules"] = len(sys.modules)
+
+
 def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> CompiledKernel:
     from naiad import knobs
 
@@ -338,6 +356,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
     opts = backend.parse_options(dict(options or {}, **src.parse_options()))
     stages: dict = {}
     backend.add_stages(stages, opts, src.language)
+    _freeze_new_imports()
     inspect_stages = knobs.runtime.add_stages_inspection_hook
     if inspect_stages is not None:
         inspect_stages(backend, stages, opts, src.language, target.arch)
@@ -371,6 +390,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
     # is the output of the stage it was written at.
     asm: dict[str, Any] = {} if isinstance(src, ASTSource) else {src.ext: _stage_text(module)}
     for stage in names[first:]:
+        _freeze_new_imports()
         start = time.perf_counter()
         module = _run_stage(stages[stage], stage, module, metadata, target)
         times[stage] = time.perf_counter() - start

@@ -410,3 +410,40 @@ def test_default_fp_fusion_knob_sets_the_option_default():
                                options={"enable_fp_fusion": True})
     assert "fma.rn.f32" not in _ptx_body(plain) and plain.metadata["enable_fp_fusion"] is False
     assert "fma.rn.f32" in _ptx_body(chosen)           # an explicit option wins over the knob
+
+
+_COMPILE_SCALE_FOR_SM90 = """
+import sys
+sys.path.insert(0, {tests!r})
+import naiad
+from naiad import knobs
+from naiad.backends.compiler import GPUTarget
+from naiad.compiler.compiler import ASTSource
+from jit_helpers import SCALE_SIGNATURE, scale
+
+hits = []
+knobs.compilation.listener = lambda src, metadata, times, hit: hits.append(hit)
+kernel = naiad.compile(ASTSource(scale, SCALE_SIGNATURE, {{"BLOCK": 256}}), target=GPUTarget("cuda", 90, 32))
+print(hits[0], "naiad.codegen.gpu" in sys.modules, "xdsl.dialects.builtin" in sys.modules, len(kernel.asm["ptx"]))
+"""
+
+
+def test_a_kernel_from_the_cache_imports_no_compiler(tmp_path):
+    """A process whose kernels are all in the cache does not import the lowering or xDSL
+    (~0.15 s of its first launch): each stage imports what it runs."""
+    import os
+    import subprocess
+    import sys
+
+    code = _COMPILE_SCALE_FOR_SM90.format(tests=os.path.dirname(os.path.dirname(__file__)))
+    env = dict(os.environ, NAIAD_CACHE_DIR=str(tmp_path))
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    hit, lowering, xdsl, ptx = run()
+    assert (hit, lowering, xdsl) == ("False", "True", "True") and int(ptx) > 0
+    hit, lowering, xdsl, ptx_again = run()
+    assert (hit, lowering, xdsl) == ("True", "False", "False") and ptx_again == ptx
