@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from naiad.codegen.print_lines import index_width, print_line
 from naiad.errors import NaiadError
 
 #: Value kinds passed to naiad_print (bits travel in an int64).
@@ -62,29 +63,23 @@ def _format(value: Any, kind: int, width: int, hexadecimal: bool) -> str:
     return f"{value}"
 
 
-def _index_text(index: int, shape: str) -> str:
-    """``idx (i, j)`` for the element at flat ``index`` of a tensor of ``shape`` ("64,128";
-    "" for a scalar); each index is padded to the digits of its dimension's last index."""
-    dims = [int(d) for d in shape.split(",")] if shape else []
-    parts = []
-    for dim in reversed(dims):
-        index, i = divmod(index, dim)
-        parts.append(f"{i:>{len(str(dim - 1))}}")
-    return f"idx ({', '.join(reversed(parts))})"
-
-
 def _print(prefix: bytes, x: int, y: int, z: int, index: int, shape: bytes, operand: int,
            kind: int, bits: int, flags: int) -> None:
-    """One line of device_print.  ``shape`` is None for a print without values; ``flags`` holds
-    hex (bit 0) and the value's bit width (bits 1...)."""
-    where = f"pid ({x}, {y}, {z})"
+    """One line of device_print.  ``shape`` is None for a print without values ("64,128", ""
+    for a scalar, otherwise), ``index`` the element's flat index in it; ``flags`` holds hex
+    (bit 0) and the value's bit width (bits 1...)."""
+    pid = (str(x), str(y), str(z))
     text = prefix.decode(errors="replace")
     if shape is None:
-        sys.stdout.write(f"{where}{text}\n")
+        sys.stdout.write(print_line(pid, text))
         return
     value = _format(_decode(kind, bits), kind, flags >> 1, bool(flags & 1))
-    operand_text = f"(operand {operand}) " if operand >= 0 else ""
-    sys.stdout.write(f"{where} {_index_text(index, shape.decode())}{text}{operand_text}{value}\n")
+    dims = [int(d) for d in shape.decode().split(",")] if shape else []
+    indices = []
+    for dim in reversed(dims):
+        index, i = divmod(index, dim)
+        indices.append(f"{i:>{index_width(dim)}}")
+    sys.stdout.write(print_line(pid, text, value, indices[::-1], operand if operand >= 0 else None))
 
 
 def _assert_fail(message: bytes, file: bytes, line: int, x: int, y: int, z: int) -> None:

@@ -1,7 +1,7 @@
 """GPU rules for ``tl.device_print`` and ``tl.device_assert``.
 
 A print writes one line per element, from the thread that owns it (`GPUKernel.owner`), in the
-CPU backend's format (``pid (x, y, z) idx (i, j)<prefix><value>``) through the target's
+layout every backend prints (`naiad.codegen.print_lines`) through the target's
 ``printf``; a scalar print is written by thread 0 alone, so a program prints it once.  An
 assertion calls the target's ``assert_fail`` from every thread that holds a false element: on
 NVIDIA that prints the message and stops the kernel, which leaves the CUDA context unusable
@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import FileLineColLoc
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.kernel import GPUKernel, is_tensor, rule, shape_of
+from naiad.codegen.print_lines import index_width, print_line
 from naiad.ir import tt
 from naiad.ir.types import PointerType
 
@@ -49,30 +50,30 @@ def _escape(text: str) -> str:
 @rule(tt.PrintOp)
 def _print(k: GPUKernel, op: Any) -> None:
     pid = [k.hooks.program_id(k.b, axis) for axis in range(3)]
-    where = "pid (%u, %u, %u)"
+    where = ("%u",) * 3
     prefix = _escape(op.prefix.data)
     args = list(op.args)
     if not args:
-        k.when(k.is_thread0(), lambda: k.hooks.printf(k.b, f"{where}{prefix}\n", pid))
+        k.when(k.is_thread0(), lambda: k.hooks.printf(k.b, print_line(where, prefix), pid))
         return
     signed = list(op.isSigned.get_values())
     hexadecimal = bool(op.hex.value.data)
     for position, value in enumerate(args):
-        operand = f"(operand {position}) " if len(args) > 1 else ""
+        operand = position if len(args) > 1 else None
         is_signed = bool(signed[position]) if position < len(signed) else True
         if not is_tensor(value):
             spec, printed = _value_format(k, k.scalar(value), value.type, is_signed, hexadecimal)
-            line = f"{where} idx (){prefix}{operand}{spec}\n"
+            line = print_line(where, prefix, spec, (), operand)
             k.when(k.is_thread0(),
                    lambda line=line, printed=printed: k.hooks.printf(k.b, line, [*pid, printed]))
             continue
         shape = shape_of(value)
         layout = k.layout_of(value)
-        index = ", ".join(f"%{len(str(d - 1))}u" for d in shape)
+        index = [f"%{index_width(d)}u" for d in shape]
         held = k.tensor(value, layout).values
         for element, coords, owns in zip(held, k.coordinates(layout, shape), k.owner(layout, shape)):
             spec, printed = _value_format(k, element, value.type, is_signed, hexadecimal)
-            line = f"{where} idx ({index}){prefix}{operand}{spec}\n"
+            line = print_line(where, prefix, spec, index, operand)
             k.when(owns, lambda line=line, coords=coords, printed=printed:
                     k.hooks.printf(k.b, line, [*pid, *coords, printed]))
 
