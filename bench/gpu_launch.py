@@ -54,7 +54,7 @@ def median_us(call, launches: int, repeats: int) -> float:
 
 def naiad_pieces(kernels, x, y, out, timed) -> list[tuple[str, float]]:
     """The calls that make up one warm Naiad launch, each timed alone by ``timed(call)``."""
-    from naiad.backends.cuda.driver import _CONFIG, _device_and_stream
+    from naiad.backends.cuda.launcher import LAUNCH_CONFIG
     from naiad.runtime import jit
 
     fn = kernels.add_kernel
@@ -64,10 +64,10 @@ def naiad_pieces(kernels, x, y, out, timed) -> list[tuple[str, float]]:
     kernel, driver = prepared.kernel, prepared.driver
     launcher = kernel.launcher
     args = [x.data_ptr(), y.data_ptr(), out.data_ptr(), 64]     # as the launch entry passes them
-    device, stream = _device_and_stream(driver)
+    device, stream = driver.device_and_stream()
     buffer = launcher.pack(args, device, 1, 1, 1, stream)
     address = ctypes.addressof(buffer)
-    table = address + _CONFIG.size           # where the kernelParams pointers start
+    table = address + LAUNCH_CONFIG.size     # where the kernelParams pointers start
     raw = driver.cuda.cuLaunchKernelEx
     function = kernel.function
 
@@ -93,7 +93,7 @@ def naiad_pieces(kernels, x, y, out, timed) -> list[tuple[str, float]]:
         ("naiad: entry's check that the prepared launch is valid", lambda: prepared.valid(fn)),
         ("naiad: prepared direct launcher", lambda: prepared.direct((1, 1, 1), args)),
         ("naiad: argument packer", lambda: launcher.pack(args, device, 1, 1, 1, stream)),
-        ("naiad: current device and stream", lambda: _device_and_stream(driver)),
+        ("naiad: current device and stream", lambda: driver.device_and_stream()),
         ("naiad: cuLaunchKernelEx via ctypes, packed once",
          lambda _keep=buffer: raw(address, function, table, None)),
         ("naiad: cuLaunchKernel (11 arguments) via ctypes, packed once",

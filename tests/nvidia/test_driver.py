@@ -26,9 +26,12 @@ import naiad
 import naiad.language as tl
 
 from naiad.backends.compiler import GPUTarget
+from naiad.backends.cuda import device_objects, libcuda, toolchain
 from naiad.backends.cuda import driver as cuda_driver
-from naiad.backends.cuda import toolchain
-from naiad.backends.cuda.driver import CUDADriver, CUDAError, CUDALauncher, bf16_bits
+from naiad.backends.cuda.driver import CUDADriver
+from naiad.backends.cuda.launcher import CUDALauncher
+from naiad.backends.cuda.libcuda import CUDAError
+from naiad.backends.driver import bf16_bits
 from naiad.errors import NaiadError, OutOfResources
 
 
@@ -192,8 +195,8 @@ class FakeLibCUDA:
 @pytest.fixture
 def fake(monkeypatch) -> FakeLibCUDA:
     lib = FakeLibCUDA()
-    monkeypatch.setattr(cuda_driver, "_open_libcuda", lambda: lib)
-    monkeypatch.setattr(cuda_driver, "_status", None)
+    monkeypatch.setattr(libcuda, "_open_libcuda", lambda: lib)
+    monkeypatch.setattr(libcuda, "_status", None)
     # on a GPU machine torch may run CUDA already: the stand-in's devices are not torch's
     monkeypatch.setattr(cuda_driver, "_torch_cuda", lambda: None)
     monkeypatch.setattr(cuda_driver, "_torch_running", None)
@@ -210,9 +213,9 @@ METADATA = {"name": "add", "num_warps": 4, "shared": 0}
 
 # -- probing -----------------------------------------------------------------------------------
 def test_inactive_without_libcuda(monkeypatch):
-    if cuda_driver._open_libcuda() is not None:
+    if libcuda._open_libcuda() is not None:
         pytest.skip("this machine has libcuda")
-    monkeypatch.setattr(cuda_driver, "_status", None)
+    monkeypatch.setattr(libcuda, "_status", None)
     assert CUDADriver.is_active() is False
     assert CUDADriver.why_inactive() == "no libcuda.so.1 found (no NVIDIA driver)"
     with pytest.raises(NaiadError, match="the cuda backend cannot run on this machine: no "
@@ -250,7 +253,7 @@ def test_inactive_when_libcuda_lacks_a_function(fake):
 def test_probe_exceptions_do_not_escape_is_active(fake, monkeypatch):
     def broken():
         raise RuntimeError("dlopen exploded")
-    monkeypatch.setattr(cuda_driver, "_open_libcuda", broken)
+    monkeypatch.setattr(libcuda, "_open_libcuda", broken)
     assert CUDADriver.is_active() is False
     assert CUDADriver.why_inactive() == "probing libcuda failed: RuntimeError: dlopen exploded"
 
@@ -267,7 +270,7 @@ def test_a_failed_call_names_the_call_the_error_and_what_to_do(driver, fake):
 
 
 def test_an_unknown_cuda_result(driver):
-    error = cuda_driver.cuda_error(driver.cuda, 12345, "cuSomething", "while testing")
+    error = libcuda.cuda_error(driver.cuda, 12345, "cuSomething", "while testing")
     assert str(error) == "cuSomething failed while testing: unknown CUresult 12345"
 
 
@@ -749,7 +752,7 @@ def test_device_interface_without_torch(fake, monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     driver = CUDADriver()
     interface = driver.get_device_interface()
-    assert isinstance(interface, cuda_driver.CUDADeviceInterface)
+    assert isinstance(interface, device_objects.CUDADeviceInterface)
     assert interface.device_count() == 1 and interface.current_device() == 0
 
     def time_nothing() -> float:
@@ -1040,10 +1043,10 @@ def test_gpu_device_queries(gpu_driver):
 
 def test_gpu_libcuda_device_interface_and_buffer(gpu_driver):
     driver, torch = gpu_driver
-    interface = cuda_driver.CUDADeviceInterface(driver)
+    interface = device_objects.CUDADeviceInterface(driver)
     start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
     start.record()
-    buffer = cuda_driver.DeviceBuffer(driver, 64 << 20).zero_()
+    buffer = device_objects.DeviceBuffer(driver, 64 << 20).zero_()
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) >= 0
