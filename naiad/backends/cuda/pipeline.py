@@ -41,7 +41,7 @@ from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, 
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
 from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.gpu.axis_info import AxisInfo, analyze
+from naiad.codegen.axis_info import AxisInfo, analyze
 from naiad.ir import arith, tt
 from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp
 from naiad.ir.types import element_type, is_tensor

@@ -32,7 +32,7 @@ from xdsl.ir import SSAValue
 
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
 from naiad.backends.cuda.tensor_map_encoding import ELEMENT_BYTES, TensorMap
-from naiad.codegen.gpu.axis_info import analyze
+from naiad.codegen.axis_info import analyze
 from naiad.ir import arith, tt
 from naiad.ir.ttg import TensorMapLoadOp, TensorMapStoreOp
 from naiad.ir.types import PointerType, element_type

@@ -25,9 +25,9 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu.axis_info import AxisInfo, analyze
-from naiad.codegen.gpu.registry import registrar
+from naiad.codegen.registry import registrar
 from naiad.ir import tt
 from naiad.ir.ttg import AsyncLoadOp
 

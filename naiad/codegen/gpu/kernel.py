@@ -20,11 +20,11 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt, loops
+from naiad.codegen.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import assign_layouts
-from naiad.codegen.gpu.axis_info import AxisInfo, analyze
 from naiad.codegen.gpu.hooks import GPUHooks
-from naiad.codegen.gpu.registry import registrar
+from naiad.codegen.registry import registrar
 from naiad.ir import tt
 
 _SHARED_RULES: dict[type, Callable[["GPUKernel", Any], None]] = {}

@@ -24,8 +24,10 @@ from xdsl.ir import Block, SSAValue
 
 from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
                                          reductions, shapes)
-from naiad.backends.cpu.lowering.tiles import ELEMENTWISE, Buffer, ChunkEmitter, Lazy, numel
+from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
+                                               consecutive_lanes, numel, shape_of)
 from naiad.codegen import elementwise, llvm_types as lt, loops
+from naiad.codegen.axis_info import AxisInfo, analyze
 from naiad.compiler.errors import error_at
 from naiad.ir import arith, gpu, tt
 
@@ -69,6 +71,9 @@ class KernelLowering:
         func = tt.public_functions(self.module)[0]
         self.func_op = func
         self.uses = _use_counts(self.module)
+        #: What is known of each value's elements (`consecutive`): once, of the module as it is
+        #: lowered; a called function's values are added as each call is lowered (`_call`).
+        self.axis = analyze(func)
         body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6), "naiad_kernel")
         body.linkage = "internal"
         body.attributes.add("alwaysinline")
@@ -182,6 +187,15 @@ class KernelLowering:
             if len(set(data)) == 1 and isinstance(data[0], int):
                 return data[0]
         return None
+
+    def axis_info(self, value: SSAValue) -> AxisInfo:
+        """What is known of ``value``'s elements (nothing, where the analysis did not reach)."""
+        return self.axis.get(value) or AxisInfo.unknown(len(shape_of(value.type)))
+
+    def consecutive(self, value: SSAValue, lanes: int) -> bool:
+        """Whether each chunk of ``lanes`` elements of the tensor ``value`` holds consecutive
+        values (pointers: addresses one element apart), as `consecutive_lanes` reads it."""
+        return consecutive_lanes(self.axis_info(value), shape_of(value.type), lanes)
 
     def buffer(self, mlir_type: Any) -> Buffer:
         """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry)."""
@@ -467,10 +481,12 @@ def _constant(kernel: KernelLowering, op: Any) -> None:
 def _call(kernel: KernelLowering, op: tt.CallOp) -> None:
     """A call of a ``noinline`` function, inlined here: a program is one thread, so a real call
     would only add the cost of passing tensors through memory.  Tensor results are
-    materialized, as the next call of the same function rebinds the callee's values."""
+    materialized, as the next call of the same function rebinds the callee's values (and their
+    axis information is analyzed again, from this call's operands)."""
     name = op.callee.root_reference.data
     callee = next(f for f in kernel.module.body.ops if isinstance(f, tt.FuncOp) and f.sym_name.data == name)
     block = callee.body.block
+    kernel.axis.update(analyze(callee, [kernel.axis_info(v) for v in op.operands]))
     for arg, value in zip(block.args, op.operands):
         kernel.env[arg] = kernel.lookup(value)
     control.lower_body(kernel, block)

@@ -15,11 +15,11 @@ from typing import Any
 
 import llvmlite.ir as ir
 from xdsl.dialects import scf
-from xdsl.ir import BlockArgument, OpResult
+from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
-from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, lane_stride, numel, shape_of
+from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
@@ -30,13 +30,11 @@ MR = 4
 def _operand_buffer(kernel: Any, value: Any) -> Buffer:
     """A dot operand, in a buffer; a load is copied in chunk by chunk, as fast as it can be.
 
-    The operands of a matmul are nearly always rows of consecutive elements, but the chunk
-    loop of `kernel.materialize` issues a gather wherever `lane_stride` cannot prove it, and
-    it cannot through a pointer tensor held in a buffer (a loop-invariant one used in a loop is
-    materialized), nor through ``% N`` (Triton's tutorial matmul).  Here consecutive lanes are
-    proven through buffers to the ops that computed them (`_Computed`), or else checked at run
-    time, and a loop's next trip is prefetched (`_next_step`): reading another part of a large
-    matrix, rows apart, each trip stalls on memory otherwise."""
+    The operands of a matmul are nearly always rows of consecutive elements: where the axis
+    information proves it (`KernelLowering.consecutive`) each chunk is one vector load, or else
+    it is checked at run time (the pointers may still be consecutive, which is cheaper to test
+    than to gather); and a loop's next trip is prefetched (`_next_step`): reading another part
+    of a large matrix, rows apart, each trip stalls on memory otherwise."""
     held = kernel.lookup(value)
     if isinstance(held, Buffer):
         return held
@@ -44,34 +42,13 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
     lanes = kernel.chunk_lanes(numel(value.type))
     if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
         return kernel.materialize(value)
-    size = lt.byte_size(lt.memory_type(value.type))
-    consecutive = lane_stride(_Computed(kernel), load.ptr, lanes) == size
+    consecutive = kernel.consecutive(load.ptr, lanes)
     step = _next_step(kernel, load)
     target = kernel.buffer(value.type)
     kernel.for_each_chunk(value.type, lambda index, n: kernel.chunks.store_chunk(
         target, index, _load_chunk(kernel, load, index, n, consecutive, step)))
     kernel.remember(value, target)
     return target
-
-
-class _Computed:
-    """The kernel as `lane_stride` sees it, except that a tensor held in a buffer is seen as
-    the op that computed it: where values are kept does not change them.  (Not dense
-    constants: they are buffers because their elements differ, and the rule for constants
-    assumes a splat.)"""
-
-    def __init__(self, kernel: Any):
-        self.kernel = kernel
-
-    def lookup(self, value: Any) -> Any:
-        held = self.kernel.lookup(value)
-        if isinstance(held, Buffer) and isinstance(value, OpResult) \
-                and not isinstance(value.op, arith.ConstantOp):
-            return Lazy(value.op, value.index)
-        return held
-
-    def constant_value(self, value: Any) -> int | None:
-        return self.kernel.constant_value(value)
 
 
 def _next_step(kernel: Any, load: Any) -> ir.Value | None:

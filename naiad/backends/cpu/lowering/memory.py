@@ -1,12 +1,13 @@
 """Loads, stores and atomics on the CPU.
 
-A chunk of pointers whose lanes are consecutive elements (known from `lane_stride`) becomes one
-vector load or store, masked with ``llvm.masked.load`` / ``llvm.masked.store`` when there is a
-mask; any other chunk becomes ``llvm.masked.gather`` / ``llvm.masked.scatter``.  A masked-off
-lane never touches memory (`emit_load` / `store_chunk`, which `block_pointers` shares).
-``int1`` tensors are stored as one byte per element, as in Triton.
-Atomics run element by element (LLVM's ``atomicrmw`` is scalar) in program order; a float
-compare-and-swap compares bits, and a bf16 add is a compare-and-swap loop.
+A chunk of pointers whose lanes are consecutive elements (known from the kernel's axis
+information: `KernelLowering.consecutive`) becomes one vector load or store, masked with
+``llvm.masked.load`` / ``llvm.masked.store`` when there is a mask; any other chunk becomes
+``llvm.masked.gather`` / ``llvm.masked.scatter``.  A masked-off lane never touches memory
+(`emit_load` / `store_chunk`, which `block_pointers` shares).  ``int1`` tensors are stored
+as one byte per element, as in Triton.  Atomics run element by element (LLVM's
+``atomicrmw`` is scalar) in program order; a float compare-and-swap compares bits, and a bf16
+add is a compare-and-swap loop.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
 
-from naiad.backends.cpu.lowering.tiles import Lazy, lane_stride
+from naiad.backends.cpu.lowering.tiles import Lazy
 from naiad.codegen import elementwise, llvm_types as lt, loops
 
 
@@ -27,10 +28,6 @@ def _pointers(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
 def _first_address(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
     first = addresses if lanes == 1 else kernel.b.extract_element(addresses, ir.Constant(lt.I32, 0))
     return kernel.b.inttoptr(first, lt.PTR)
-
-
-def _contiguous(kernel: Any, pointer_value: Any, element: ir.Type, lanes: int) -> bool:
-    return lanes > 1 and lane_stride(kernel, pointer_value, lanes) == lt.byte_size(element)
 
 
 # -- loads ---------------------------------------------------------------------------------------
@@ -53,7 +50,7 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
     return emit_load(kernel, op, operand(op.ptr), mask, passthru, lanes,
-                     _contiguous(kernel, op.ptr, element, lanes))
+                     kernel.consecutive(op.ptr, lanes))
 
 
 def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
@@ -121,8 +118,8 @@ def lower_store(kernel: Any, op: Any) -> None:
             return kernel.chunks.value_at(v, index, lanes)
 
         mask = at(op.mask) if op.mask is not None else None
-        contiguous = _contiguous(kernel, op.ptr, lt.memory_type(op.value.type), lanes)
-        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes, contiguous)
+        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes,
+                    kernel.consecutive(op.ptr, lanes))
 
     kernel.for_each_chunk(op.ptr.type, chunk)
 

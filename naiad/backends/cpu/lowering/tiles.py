@@ -13,9 +13,8 @@ operands are evaluated at the corresponding chunk (for shape ops: a remapped ind
 element-wise rule applied.  Where lanes do not map to consecutive elements (a transpose, a
 broadcast across rows narrower than the lane count) it falls back to one lane at a time.
 
-`lane_stride` is a small static analysis used to emit contiguous vector loads and stores: the
-distance, in units of the value, between the values of consecutive lanes of a chunk (0 for a
-value uniform across the chunk, 1 for ``tl.arange``), or None when unknown.
+`consecutive_lanes` says, from the kernel's axis information, whether the lanes of each chunk
+of a tensor hold consecutive values: pointers one element apart make one vector load or store.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt
+from naiad.codegen.axis_info import AxisInfo, innermost_dim
 from naiad.ir import arith, tt
 
 
@@ -277,75 +277,18 @@ _SHAPE_OPS: dict[type, Callable] = {
 }
 
 
-# -- lane strides ----------------------------------------------------------------------------------
-def lane_stride(kernel: Any, value: SSAValue, lanes: int) -> int | None:
-    """Distance between the values of consecutive lanes of a chunk, if it is a known constant.
+# -- consecutive lanes -----------------------------------------------------------------------------
+def consecutive_lanes(info: AxisInfo, shape: list[int], lanes: int) -> bool:
+    """Whether the lanes of every chunk of a tensor of ``shape`` hold consecutive integers
+    (pointers: addresses one element apart), by the tensor's axis information ``info``.
 
-    Pointer values count in bytes.  Strides are along the row-major linear index, which
-    expand_dims and reshape keep; a broadcast whose rows are narrower than a chunk breaks them.
+    A chunk is ``lanes`` consecutive elements of the row-major order, starting at a multiple of
+    ``lanes``.  That order runs along the innermost dimension longer than 1; where that
+    dimension is a multiple of ``lanes`` long, a chunk lies in one of its rows at a multiple of
+    ``lanes``, so inside one run of consecutive values when the runs along it are a multiple of
+    ``lanes`` long (runs start at multiples of their length).  A chunk across rows is not known
+    to be consecutive: axis information says nothing of how one row follows another.
     """
-    held = kernel.lookup(value)
-    if not isinstance(held, Lazy):
-        return 0 if not isinstance(held, Buffer) else None
-    op = held.op
-    rule = _STRIDE_RULES.get(type(op))
-    return rule(kernel, op, lanes) if rule is not None else None
-
-
-def _stride_uniform(kernel: Any, op: Any, lanes: int) -> int:
-    return 0
-
-
-def _stride_range(kernel: Any, op: Any, lanes: int) -> int:
-    return 1
-
-
-def _stride_source(kernel: Any, op: Any, lanes: int) -> int | None:
-    return lane_stride(kernel, op.src, lanes)
-
-
-def _stride_broadcast(kernel: Any, op: Any, lanes: int) -> int | None:
-    dst, src = shape_of(op.result.type), shape_of(op.src.type)
-    if dst[-1] < lanes:
-        return None
-    return 0 if src[-1] == 1 else lane_stride(kernel, op.src, lanes)
-
-
-def _stride_add(kernel: Any, op: Any, lanes: int) -> int | None:
-    a, b = (lane_stride(kernel, v, lanes) for v in op.operands)
-    if a is None or b is None:
-        return None
-    return a + b if isinstance(op, arith.AddiOp) else a - b
-
-
-def _stride_mul(kernel: Any, op: Any, lanes: int) -> int | None:
-    strides_ = [lane_stride(kernel, v, lanes) for v in op.operands]
-    if strides_ == [0, 0]:
-        return 0
-    for known, other in ((0, 1), (1, 0)):
-        factor = kernel.constant_value(op.operands[known])
-        if strides_[known] == 0 and factor is not None and strides_[other] is not None:
-            return strides_[other] * factor
-    return None
-
-
-def _stride_addptr(kernel: Any, op: Any, lanes: int) -> int | None:
-    base, offset = lane_stride(kernel, op.ptr, lanes), lane_stride(kernel, op.offset, lanes)
-    if base is None or offset is None:
-        return None
-    pointee = lt.element(op.ptr.type).pointee_type
-    return base + offset * lt.byte_size(lt.scalar(pointee))
-
-
-def _stride_cast(kernel: Any, op: Any, lanes: int) -> int | None:
-    """Integer widening keeps small strides."""
-    return lane_stride(kernel, op.operands[0], lanes)
-
-
-_STRIDE_RULES: dict[type, Callable] = {
-    arith.ConstantOp: _stride_uniform, tt.SplatOp: _stride_uniform,
-    tt.MakeRangeOp: _stride_range, tt.ExpandDimsOp: _stride_source,
-    tt.ReshapeOp: _stride_source, tt.BroadcastOp: _stride_broadcast,
-    arith.AddiOp: _stride_add, arith.SubiOp: _stride_add, arith.MuliOp: _stride_mul,
-    tt.AddPtrOp: _stride_addptr, arith.ExtSIOp: _stride_cast, arith.ExtUIOp: _stride_cast,
-}
+    inner = innermost_dim(shape)
+    return lanes > 1 and inner is not None and shape[inner] % lanes == 0 \
+        and info.contiguity[inner] % lanes == 0

@@ -3,10 +3,14 @@
 For each value and dimension (Triton's AxisInfo): *contiguity* -- runs of this many elements
 along the dimension are consecutive integers (addresses one element apart); *divisibility* --
 the first element of each run is a multiple of this (bytes, for pointers); *constancy* -- runs
-of this many elements are equal.  Loads and stores use it to move 128 bits per instruction: a
-thread's consecutive elements are one vector access when the pointer runs are long enough and
-aligned, and the mask is constant over them.  Unknown values get (1, 1, 1); the hints
-`tl.multiple_of`, `tl.max_contiguous` and `tl.max_constancy` replace what is derived.
+of this many elements are equal.  Runs start at positions along the dimension that are
+multiples of their length.  Unknown values get (1, 1, 1); the hints `tl.multiple_of`,
+`tl.max_contiguous` and `tl.max_constancy` replace what is derived.
+
+Every backend decides its memory accesses from it: the GPU lowering moves 128 bits per
+instruction where a thread's consecutive elements are one aligned run and the mask is constant
+over them; the CPU lowering loads and stores a chunk of vector lanes as one vector where the
+chunk lies in one run.  So it is target-neutral: it reads the IR and nothing of a target.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, TensorType
 from xdsl.ir import SSAValue
 
-from naiad.codegen.gpu.registry import registrar
+from naiad.codegen.registry import registrar
 from naiad.ir import arith, tt
 
 #: Divisibility of zero (and the cap for everything): as large as an address could need.
@@ -47,12 +51,19 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape()) if isinstance(value.type, TensorType) else ()
 
 
-def analyze(func: Any) -> dict[SSAValue, AxisInfo]:
+def analyze(func: Any, arguments: list[AxisInfo] | None = None) -> dict[SSAValue, AxisInfo]:
     """Axis information for the values of ``func`` (forward, in program order; a loop's
     carried values are what holds for their first value and for every value the body yields
-    back, found by going through the body until that stops changing)."""
+    back, found by going through the body until that stops changing).
+
+    A kernel's arguments are known by their ``tt.divisibility``; ``arguments`` gives instead
+    what holds of the operands of a call of ``func`` (a backend that inlines calls as it
+    lowers them analyzes the callee's body once per call)."""
     infos: dict[SSAValue, AxisInfo] = {}
     for i, arg in enumerate(func.body.block.args):
+        if arguments is not None:
+            infos[arg] = arguments[i]
+            continue
         div = 1
         attrs = func.arg_attrs.data[i].data if func.arg_attrs is not None else {}
         if "tt.divisibility" in attrs:
@@ -138,6 +149,12 @@ def scalar_divisibility(info: AxisInfo) -> int:
     return info.divisibility[0] if info.divisibility else 1
 
 
+def innermost_dim(shape: tuple | list) -> int | None:
+    """The last dimension longer than 1: the one that consecutive elements of the row-major
+    order run along (dimensions of size 1 do not move it); None for a single element."""
+    return next((d for d in reversed(range(len(shape))) if shape[d] > 1), None)
+
+
 Rule = Callable[[Any, Callable[[SSAValue], AxisInfo], tuple], AxisInfo | None]
 _RULES: dict[type, Rule] = {}
 _rule = registrar(_RULES)
@@ -177,6 +194,25 @@ def _expand_dims(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     ins = lambda t, v: t[:axis] + (v,) + t[axis:]      # noqa: E731
     return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, _LARGE), ins(src.constancy, 1),
                     src.constant)
+
+
+@_rule(tt.ReshapeOp)
+def _reshape(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """Row-major data is unchanged, only the shape: the innermost dimension longer than 1 of
+    the result holds consecutive elements of the source's innermost one (a row of either may
+    span several of the other's, both being powers of two), so the runs along it keep their
+    length up to the shorter of the two; a run cut shorter no longer starts where the
+    divisibility was known.  Of the outer dimensions nothing is kept."""
+    src, src_shape = get(op.src), _shape(op.src)
+    rank = len(shape)
+    inner, src_inner = innermost_dim(shape), innermost_dim(src_shape)
+    if inner is None or src_inner is None:
+        return AxisInfo.unknown(rank)
+    contiguity = math.gcd(src.contiguity[src_inner], shape[inner])
+    divisibility = src.divisibility[src_inner] if contiguity == src.contiguity[src_inner] else 1
+    constancy = math.gcd(src.constancy[src_inner], shape[inner])
+    put = lambda value: tuple(value if d == inner else 1 for d in range(rank))  # noqa: E731
+    return AxisInfo(put(contiguity), put(divisibility), put(constancy), src.constant)
 
 
 @_rule(tt.BroadcastOp)

@@ -1,5 +1,6 @@
-"""One shape for the rule tables of the GPU lowering (`kernel.RULES`), layout assignment and
-axis information: a dict from op class to function, filled by a decorator."""
+"""One shape for rule tables -- the GPU lowering's (`gpu.kernel.RULES`), its layout
+assignment's and axis information's (`axis_info`): a dict from op class to function, filled by
+a decorator."""
 
 from __future__ import annotations
 
