@@ -43,7 +43,7 @@ PARAM_SPACE = 101
 #: Largest extent of a TMA box along any dimension, and the most dimensions it has.
 MAX_BOX, MAX_RANK = 256, 5
 
-#: The map's element type (a ``CUtensorMapDataType``, `naiad.backends.cuda.driver`) of each
+#: The map's element type (a ``CUtensorMapDataType``, `naiad.backends.cuda.tensor_map_encoding`) of each
 #: float type; any other element moves as the unsigned integer of its size.
 FLOATS = {Float16Type: "fp16", BFloat16Type: "bf16", Float32Type: "fp32", Float64Type: "fp64"}
 UNSIGNED = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
