@@ -149,6 +149,11 @@ def scalar_divisibility(info: AxisInfo) -> int:
     return info.divisibility[0] if info.divisibility else 1
 
 
+def info_of(infos: dict[SSAValue, AxisInfo], value: SSAValue) -> AxisInfo:
+    """What `analyze` found of ``value``; nothing known where the analysis did not reach it."""
+    return infos.get(value) or AxisInfo.unknown(len(_shape(value)))
+
+
 def innermost_dim(shape: tuple | list) -> int | None:
     """The last dimension longer than 1: the one that consecutive elements of the row-major
     order run along (dimensions of size 1 do not move it); None for a single element."""

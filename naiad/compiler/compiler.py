@@ -356,7 +356,6 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
     opts = backend.parse_options(dict(options or {}, **src.parse_options()))
     stages: dict = {}
     backend.add_stages(stages, opts, src.language)
-    _freeze_new_imports()
     inspect_stages = knobs.runtime.add_stages_inspection_hook
     if inspect_stages is not None:
         inspect_stages(backend, stages, opts, src.language, target.arch)

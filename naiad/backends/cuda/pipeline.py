@@ -41,7 +41,7 @@ from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, 
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
 from naiad.backends.cuda.tensor_maps import copy_geometry
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.axis_info import AxisInfo, analyze
+from naiad.codegen.axis_info import analyze, info_of
 from naiad.ir import arith, tt
 from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp
 from naiad.ir.types import element_type, is_tensor
@@ -162,7 +162,7 @@ def _copyable(load: tt.LoadOp, info: dict, dot: tt.DotOp, k_dim: int, across: bo
     a swizzle that fits the tile."""
     shape = load.results[0].type.get_shape()
     element = lt.byte_size(lt.memory_type(load.results[0].type))
-    ptr = info.get(load.ptr) or AxisInfo.unknown(2)
+    ptr = info_of(info, load.ptr)
     mask = info.get(load.mask) if load.mask is not None else None
     along = max((0, 1), key=lambda d: (ptr.contiguity[d], d))
     vector = min(ptr.contiguity[along], 16 // element, max(1, ptr.divisibility[along] // element))

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt, loops
-from naiad.codegen.axis_info import AxisInfo, analyze
+from naiad.codegen.axis_info import AxisInfo, analyze, info_of
 from naiad.codegen.gpu import layouts as L
 from naiad.codegen.gpu.assign import assign_layouts
 from naiad.codegen.gpu.hooks import GPUHooks
@@ -189,7 +189,7 @@ class GPUKernel:
         self.env[value] = Dist(self.layouts[value], shape_of(value), values)
 
     def info(self, value: SSAValue) -> AxisInfo:
-        return self.axis.get(value) or AxisInfo.unknown(len(shape_of(value)) if is_tensor(value) else 0)
+        return info_of(self.axis, value)
 
     # -- where a thread's elements are ------------------------------------------------------
     def coordinates(self, layout: L.Layout, shape: Sequence[int]) -> list[list[ir.Value]]:

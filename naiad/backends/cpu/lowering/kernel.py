@@ -27,7 +27,7 @@ from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul,
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
                                                consecutive_lanes, numel, shape_of)
 from naiad.codegen import elementwise, llvm_types as lt, loops
-from naiad.codegen.axis_info import AxisInfo, analyze
+from naiad.codegen.axis_info import AxisInfo, analyze, info_of
 from naiad.compiler.errors import error_at
 from naiad.ir import arith, gpu, tt
 
@@ -190,7 +190,7 @@ class KernelLowering:
 
     def axis_info(self, value: SSAValue) -> AxisInfo:
         """What is known of ``value``'s elements (nothing, where the analysis did not reach)."""
-        return self.axis.get(value) or AxisInfo.unknown(len(shape_of(value.type)))
+        return info_of(self.axis, value)
 
     def consecutive(self, value: SSAValue, lanes: int) -> bool:
         """Whether each chunk of ``lanes`` elements of the tensor ``value`` holds consecutive
