@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from naiad.testing.conformance.expected import case_id, expectations
+from naiad.testing.conformance.sample import evenly_spread, sample
 from naiad.tools import cli
 
 from plugin_fixtures import subprocess_env
@@ -106,6 +107,44 @@ def test_an_unknown_backend_is_a_clear_error(capsys):
     assert cli.main(["conformance", "--backend", "no_such_backend"]) == 1
     assert "naiad conformance: no backend named 'no_such_backend' -- fix: see `naiad backends`" in \
         capsys.readouterr().err
+
+
+# -- a sampled run ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("count, k", [(1, 1), (2, 1), (5, 2), (7, 3), (10, 4), (100, 7), (3, 3), (3, 9)])
+def test_a_sample_spreads_its_cases_from_the_first_to_the_last(count, k):
+    picked = evenly_spread(count, k)
+    assert picked == sorted(set(picked)) and all(0 <= i < count for i in picked)
+    assert len(picked) == min(count, k)
+    assert picked[0] == 0 and (k == 1 or picked[-1] == count - 1)
+    if 1 < k < count:                   # evenly: each gap within one of the even step
+        step = (count - 1) / (k - 1)
+        assert all(abs((b - a) - step) <= 1 for a, b in zip(picked, picked[1:]))
+
+
+def test_a_sample_keeps_every_function_and_its_order():
+    items = [("f", 0), ("g", 0), ("f", 1), ("f", 2), ("g", 1), ("h", 0), ("f", 3)]
+    kept, dropped = sample(items, 2, lambda item: item[0])
+    assert kept == [("f", 0), ("g", 0), ("g", 1), ("h", 0), ("f", 3)]
+    assert dropped == [("f", 1), ("f", 2)]
+    assert sample(items, 10, lambda item: item[0]) == (items, [])
+
+
+def test_a_sampled_run_runs_k_cases_of_each_function():
+    code = ("import sys\nfrom naiad.testing import conformance\n"
+            "sys.exit(conformance.run('cpu', ['-q', '-rA', '-k', 'test_reductions.py'], sample=2))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          env=subprocess_env(), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    ran = [line.split("::")[1].split("[")[0] for line in done.stdout.splitlines() if line.startswith("PASSED")]
+    assert all(ran.count(name) <= 2 for name in ran) and "deselected" in done.stdout
+    from naiad.testing.conformance import test_reductions
+
+    assert set(ran) == {name for name in vars(test_reductions) if name.startswith("test_")}
+
+
+def test_a_negative_sample_is_a_clear_error(capsys):
+    assert cli.main(["conformance", "--backend", "cpu", "--sample", "-1"]) == 1
+    assert "--sample -1 is not a number of cases -- fix: give the number of cases" in capsys.readouterr().err
 
 
 # -- naiad new-backend ------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _conformance(args: argparse.Namespace) -> int:
     from naiad.testing import conformance
 
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-    return conformance.run(args.backend, extra)
+    return conformance.run(args.backend, extra, args.sample)
 
 
 def _new_backend(args: argparse.Namespace) -> int:
@@ -70,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("conformance", help="run Naiad's portable language tests on one backend "
                                            "(strict about its expected failures)")
     f.add_argument("--backend", required=True, help="the backend under test, as `naiad backends` names it")
+    f.add_argument("--sample", type=int, default=0, metavar="K",
+                   help="run at most K cases of each test function, evenly spread over its "
+                        "parameters (a quicker run, e.g. for CI); default: every case")
     f.add_argument("pytest_args", nargs=argparse.REMAINDER,
                    help="after --: passed to pytest, e.g. -- -q -x -k reductions")
     f.set_defaults(run=_conformance)

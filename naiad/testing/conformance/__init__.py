@@ -26,6 +26,8 @@ from naiad.errors import NaiadError
 
 #: The environment variable naming the backend under test (read by the suite's conftest).
 BACKEND_VARIABLE = "NAIAD_CONFORMANCE_BACKEND"
+#: The environment variable holding K of a sampled run (`naiad.testing.conformance.sample`).
+SAMPLE_VARIABLE = "NAIAD_CONFORMANCE_SAMPLE"
 
 
 def suite_dir() -> str:
@@ -33,17 +35,22 @@ def suite_dir() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def run(backend: str, pytest_args: Sequence[str] = ()) -> int:
+def run(backend: str, pytest_args: Sequence[str] = (), sample: int = 0) -> int:
     """Run the suite on ``backend`` with pytest (extra ``pytest_args``: ``-k``, ``-x``, ``-q``...)
-    and return pytest's exit status (0: every case passed or failed as listed)."""
+    and return pytest's exit status (0: every case passed or failed as listed).  ``sample`` > 0
+    runs at most that many cases of each test function (`naiad.testing.conformance.sample`)."""
     from naiad.testing.conformance.expected import backend_list
 
     try:
         import pytest
     except ImportError:
         raise NaiadError("naiad conformance needs pytest -- fix: pip install pytest") from None
+    if sample < 0:
+        raise NaiadError(f"--sample {sample} is not a number of cases -- fix: give the number of cases "
+                         f"to run of each test function (1 or more), or 0 for all of them")
     backend_list(backend)             # the backend exists, loads, and its list is well formed
     os.environ[BACKEND_VARIABLE] = backend
+    os.environ[SAMPLE_VARIABLE] = str(sample)
     os.environ["NAIAD_DEFAULT_BACKEND"] = backend
     return int(pytest.main([suite_dir(), "-p", "no:cacheprovider", "--rootdir", suite_dir(),
                             *pytest_args]))

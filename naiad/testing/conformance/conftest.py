@@ -8,8 +8,9 @@ import os
 import pytest
 
 from naiad import knobs
-from naiad.testing.conformance import BACKEND_VARIABLE
+from naiad.testing.conformance import BACKEND_VARIABLE, SAMPLE_VARIABLE
 from naiad.testing.conformance.expected import backend_list, mark
+from naiad.testing.conformance.sample import sample
 from naiad.testing.conformance.staging import Staged, needs_staging
 
 
@@ -30,6 +31,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         raise pytest.UsageError(f"naiad conformance: backend {_backend()!r} lists expected "
                                 f"failures that name no case: {', '.join(stale)} -- fix: remove "
                                 f"them from its conformance_expected_failures")
+    k = int(os.environ.get(SAMPLE_VARIABLE) or 0)
+    if k > 0:                   # after the strictness check, which needs every case
+        _, dropped = sample(ours, k, lambda item: (item.path.name, item.originalname))
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            dropped_ids = set(map(id, dropped))
+            items[:] = [item for item in items if id(item) not in dropped_ids]
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,8 @@ import os
 import struct
 import sys
 
+from naiad_opencl.spirv import emit_in_process, llvm_binding
+
 
 def _read(fd: int, size: int) -> bytes:
     chunks, left = [], size
@@ -32,8 +34,6 @@ def _emit_in_fork(llir: bytes) -> tuple[int, bytes]:
     if pid == 0:                                   # the child: emit, answer, exit
         os.close(readable)
         try:
-            from naiad_opencl.spirv import emit_in_process
-
             status, payload = 0, emit_in_process(llir.decode())
         except Exception as e:                     # noqa: BLE001 -- reported to the parent
             status, payload = 1, f"{type(e).__name__}: {e}".encode()
@@ -55,7 +55,7 @@ def _emit_in_fork(llir: bytes) -> tuple[int, bytes]:
 
 
 def main() -> None:
-    import llvmlite.binding  # noqa: F401 -- loaded once here, shared by every fork
+    llvm_binding()         # loaded once here with its targets (and Naiad's modules), shared by every fork
 
     source, sink = sys.stdin.fileno(), sys.stdout.buffer
     while True:

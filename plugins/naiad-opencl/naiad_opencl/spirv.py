@@ -16,7 +16,9 @@ from naiad_opencl.hooks import TRIPLE
 
 
 @functools.lru_cache(maxsize=None)
-def _llvm() -> Any:
+def llvm_binding() -> Any:
+    """llvmlite's binding with every target initialized (once per process: the emit worker
+    calls it before it forks, so that no fork loads LLVM again)."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
@@ -27,12 +29,12 @@ def _llvm() -> Any:
 def _machine() -> Any:
     """A new target machine each time: LLVM's SPIR-V back end keeps per-module state in its
     target machine, and a second module emitted through one crashed the process."""
-    return _llvm().Target.from_triple(TRIPLE).create_target_machine(opt=3)
+    return llvm_binding().Target.from_triple(TRIPLE).create_target_machine(opt=3)
 
 
 def optimize(llir: str) -> str:
     """``llir`` parsed, verified and optimized at O3 (as text)."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     module = llvm.parse_assembly(llir)
     module.verify()
     builder = llvm.create_pass_builder(_machine(), llvm.create_pipeline_tuning_options(speed_level=3))
@@ -66,7 +68,7 @@ def emit_in_process(llir: str) -> bytes:
     runs: in llvmlite 0.50's LLVM it rewrote a loop's address ``((tid >> 2) & 3) * 16 + k`` into
     one that lost the mask (every work-item past the fourth read the wrong row: an FMA dot's
     operands).  The option is put back after, for the other targets of the process."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     with _emitting:
         llvm.set_option("", "-disable-lsr=true")
         try:
