@@ -15,6 +15,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+from typing import Any
 
 from naiad.errors import NaiadError
 
@@ -32,7 +33,13 @@ ALIASES = {
     "triton.runtime.autotuner": "naiad.runtime.autotuner",
     "triton.runtime.errors": "naiad.compat.errors",
     "triton.runtime._allocation": "naiad.runtime.allocation",
-    "triton.compiler": "naiad.compat.errors",
+    "triton.runtime.cache": "naiad.compat.runtime_cache",
+    "triton.runtime.driver": "naiad.compat.runtime_driver",
+    "triton.backends": "naiad.compat.backends",
+    "triton.backends.compiler": "naiad.compat.backends_compiler",
+    "triton.backends.driver": "naiad.compat.backends_driver",
+    "triton.compiler": "naiad.compat.compiler",
+    "triton.compiler.compiler": "naiad.compat.compiler",
     "triton.compiler.errors": "naiad.compat.errors",
     "triton.errors": "naiad.compat.errors",
     "triton.knobs": "naiad.knobs",
@@ -78,7 +85,9 @@ class _AliasLoader(importlib.abc.Loader):
     def exec_module(self, module):
         """Already executed by `create_module`'s import; the import system has just set the
         module's ``__spec__`` to the alias's, so give it back its own."""
+        alias = module.__spec__.name
         module.__spec__ = self._own_spec
+        _attach(alias, module)
 
 
 _finder = _MissingTritonModules()
@@ -98,7 +107,22 @@ def enable() -> None:
                           "naiad.compat.enable() (or set NAIAD_TRITON_COMPAT=1) before importing triton")
     for alias, target in ALIASES.items():
         sys.modules[alias] = importlib.import_module(target)
+    for alias in ALIASES:
+        _attach(alias, sys.modules[alias])
     sys.meta_path.append(_finder)
+
+
+def _attach(alias: str, module: Any) -> None:
+    """Make ``module`` the attribute its alias names on the alias's parent (``triton.runtime``'s
+    ``autotuner``), unless the parent has that name already (``triton.runtime.driver`` is the
+    driver object, its module only in ``sys.modules``, as in Triton).
+
+    Why: ``import triton.runtime.autotuner as x`` reads the attribute chain from ``triton``
+    down, and Python's fallback to ``sys.modules`` looks under the parent module's own name
+    (``naiad.compat.runtime.autotuner``), which no alias has."""
+    parent, _, name = alias.rpartition(".")
+    if parent in sys.modules and not hasattr(sys.modules[parent], name):
+        setattr(sys.modules[parent], name, module)
 
 
 def disable() -> None:

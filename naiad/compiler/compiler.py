@@ -164,13 +164,46 @@ class AsmDict(dict):
         return value
 
 
+class LoadedHandles:
+    """What loading a compiled kernel made in this process: per device, the driver's module,
+    function and register counts; the launcher; the device they are current for.
+
+    Pickled, it is empty: handles belong to the process that loaded them, and a kernel sent to
+    another one (torch's Inductor sends kernels back from its compile workers, pickling the
+    kernel's ``__dict__``) loads again there on its first launch or ``_init_handles()``."""
+
+    def __init__(self) -> None:
+        self.per_device: dict[int, tuple] = {}     # device -> (module, function, n_regs, n_spills)
+        self.current: tuple = (None, None, 0, 0)
+        self.device: int | None = None
+        self.launcher: Any = None
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
+
+def _as_metadata(metadata: Any) -> KernelMetadata:
+    """The metadata as `KernelMetadata`, also from the namedtuple torch's Inductor rebuilds it
+    into when it unpickles a kernel."""
+    if isinstance(metadata, KernelMetadata):
+        return metadata
+    return KernelMetadata(metadata._asdict() if hasattr(metadata, "_asdict") else metadata)
+
+
 @dataclasses.dataclass
 class CompiledKernel:
-    """Every stage's output (``asm``), the JSON metadata, and the backend that made them.
+    """Every stage's output (``asm``), the JSON metadata, and the backend that made them; ``src``
+    is what it was compiled from (Triton's ``kernel.src``: an `ASTSource`, whose ``fn`` is the
+    kernel function), None for a kernel read back from the compile cache alone.
 
     `launch` loads the binary through the driver on the current device the first time it runs
-    there (``module``, ``function``, ``n_regs``, ``n_spills`` are then that device's) and runs
-    the grid.
+    there (``module``, ``function``, ``n_regs``, ``n_spills`` and ``run`` are then that
+    device's) and runs the grid.  ``run`` is the launcher with Triton's calling convention,
+    ``run(grid_0, grid_1, grid_2, stream, function, packed_metadata, launch_metadata,
+    enter_hook, exit_hook, *args)``, every parameter in ``args`` (constexprs included).
     """
 
     name: str
@@ -178,16 +211,38 @@ class CompiledKernel:
     metadata: dict[str, Any]
     backend: BaseBackend
     signature: list[tuple[str, str]]
+    src: Any = None
 
     def __post_init__(self) -> None:
         self.metadata = KernelMetadata(self.metadata)
         self.asm = AsmDict(self.asm, self.backend)
-        self.function: Any = None
-        self.module: Any = None
-        self.n_regs = self.n_spills = 0
-        self.launcher: Any = None
-        self._loaded: dict[int, tuple] = {}       # device -> (module, function, n_regs, n_spills)
-        self._device: int | None = None           # whose module and function are current
+        self.packed_metadata = self.backend.pack_metadata(self.metadata)
+        self._handles = LoadedHandles()
+
+    @property
+    def module(self) -> Any:
+        return self._handles.current[0]
+
+    @property
+    def function(self) -> Any:
+        return self._handles.current[1]
+
+    @property
+    def n_regs(self) -> int:
+        return self._handles.current[2]
+
+    @property
+    def n_spills(self) -> int:
+        return self._handles.current[3]
+
+    @property
+    def launcher(self) -> Any:
+        return self._handles.launcher
+
+    @property
+    def run(self) -> Any:
+        """The launcher (Triton's ``CompiledKernel.run``), once the kernel is loaded."""
+        return self._handles.launcher
 
     @property
     def binary(self) -> bytes:
@@ -204,13 +259,15 @@ class CompiledKernel:
     def hash(self) -> str:
         """The kernel's cache key: the name of its cache entry and of its dump and override
         folders (``<NAIAD_DUMP_DIR>/<hash>/``)."""
-        return self.metadata.get("hash", "")
+        return getattr(self.metadata, "hash", "")
 
     def load(self, driver: Any) -> None:
         """Make the current device's module and function this kernel's, loading them there
         the first time."""
+        self.metadata = _as_metadata(self.metadata)
+        handles = self._handles
         device = driver.get_current_device()
-        loaded = self._loaded.get(device)
+        loaded = handles.per_device.get(device)
         if loaded is None:
             from naiad import knobs
 
@@ -219,13 +276,12 @@ class CompiledKernel:
                 start_hook(None, None, self.name, self.metadata, self.hash)
             module, function, n_regs, n_spills, _ = driver.load_binary(self.name, self.binary,
                                                                        self.metadata, device)
-            loaded = self._loaded[device] = (module, function, n_regs, n_spills)
+            loaded = handles.per_device[device] = (module, function, n_regs, n_spills)
             if end_hook:
                 end_hook(module, function, self.name, self.metadata, self.hash)
-        self.module, self.function, self.n_regs, self.n_spills = loaded
-        self._device = device
-        if self.launcher is None:
-            self.launcher = driver.make_launcher(self.signature, self.metadata)
+        handles.current, handles.device = loaded, device
+        if handles.launcher is None:
+            handles.launcher = driver.make_launcher(self.signature, self.metadata)
             self.packed_metadata = self.backend.pack_metadata(self.metadata)
 
     def _driver(self) -> Any:
@@ -241,8 +297,13 @@ class CompiledKernel:
 
     def _init_handles(self) -> None:
         """Load the binary on the backend's driver now (Triton code calls this to read
-        ``n_regs`` / ``n_spills`` before the first launch)."""
+        ``n_regs`` / ``n_spills`` before the first launch, and to get ``run``)."""
         self.load(self._driver())
+
+    def launch_metadata(self, grid: tuple, stream: Any, *args: Any) -> dict[str, Any]:
+        """What the launch hooks get about one launch (Triton's ``CompiledKernel.launch_metadata``,
+        which torch's Inductor calls when a launch-enter hook is set)."""
+        return {"name": self.name, "grid": tuple(grid), "stream": stream, "hash": self.hash}
 
     def __getitem__(self, grid: Any) -> Any:
         """``kernel[grid](*args)``: launch this compiled kernel directly, every parameter
@@ -260,12 +321,11 @@ class CompiledKernel:
         return runner
 
     def launch(self, driver: Any, grid: tuple[int, int, int], args: list[Any]) -> None:
-        if self._device != driver.get_current_device():
+        if self._handles.device != driver.get_current_device():
             self.load(driver)
         stream = driver.get_current_stream()
         enter, leave = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
-        launch_metadata = {"name": self.name, "grid": grid, "stream": stream, "hash": self.hash} \
-            if enter or leave else None
+        launch_metadata = self.launch_metadata(grid, stream) if enter or leave else None
         self.launcher(grid[0], grid[1], grid[2], stream, self.function, self.packed_metadata,
                       launch_metadata, enter or None, leave or None, *args)
 
@@ -377,7 +437,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
             if knobs.compilation.dump_ir:
                 dump.dump(key, files)
             _notify(src, entry.metadata, {}, True)
-            return _compiled(entry, backend)
+            return _compiled(entry, backend, src)
 
     start = time.perf_counter()
     module = src.make_ir(opts, backend.get_codegen_implementation(opts), backend.get_module_map())
@@ -405,7 +465,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
                       f"fix: the {target.backend} backend's stages must put only JSON values in "
                       f"the metadata", NaiadWarning, stacklevel=2)
         _notify(src, entry.metadata, times, False)
-        return _compiled(entry, backend)
+        return _compiled(entry, backend, src)
     if not overrides:
         cache.store(key, files)
     if knobs.compilation.dump_ir:
@@ -413,7 +473,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
     # Built from the stored files, so a kernel compiled now and one read from the cache later
     # are the same object graph (JSON metadata, tuple signatures).
     _notify(src, entry.metadata, times, False)
-    return _compiled(cache.unpack(files, key, name, backend), backend)
+    return _compiled(cache.unpack(files, key, name, backend), backend, src)
 
 
 def _written_parameters(module: Any, signature: list[tuple[str, Any]]) -> list[int]:
@@ -439,8 +499,8 @@ def _notify(src: Any, metadata: dict, times: dict, cache_hit: bool) -> None:
         listener(src, metadata, times, cache_hit)
 
 
-def _compiled(entry: "cache.Entry", backend: BaseBackend) -> CompiledKernel:
-    return CompiledKernel(entry.name, entry.asm, entry.metadata, backend, entry.signature)
+def _compiled(entry: "cache.Entry", backend: BaseBackend, src: Any) -> CompiledKernel:
+    return CompiledKernel(entry.name, entry.asm, entry.metadata, backend, entry.signature, src)
 
 
 def _run_stage(stage: Any, name: str, module: Any, metadata: dict, target: GPUTarget) -> Any:

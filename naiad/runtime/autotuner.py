@@ -24,6 +24,7 @@ from typing import Any, Callable, Container, Iterable
 from naiad import knobs
 from naiad.compiler.errors import CompilationError
 from naiad.errors import NaiadError, OutOfResources
+from naiad.runtime.kernel_interface import KernelInterface
 
 #: Errors that disqualify one config rather than the kernel.
 _SKIPPED = (CompilationError, OutOfResources)
@@ -115,8 +116,9 @@ def _declared_options(values: Iterable[Any]) -> frozenset[str]:
     return make_backend(_backend_target(values)).option_names()
 
 
-class KernelWrapper:
-    """What `Autotuner` and `Heuristics` share with `JITFunction`: ``kernel[grid](...)``."""
+class KernelWrapper(KernelInterface):
+    """What `Autotuner` and `Heuristics` add to the kernel they wrap (``kernel[grid](...)``,
+    `KernelInterface`): its arguments' names and the function under the wrappers."""
 
     def __init__(self, fn: Any, arg_names: Iterable[str]):
         self.fn = fn
@@ -126,9 +128,6 @@ class KernelWrapper:
     @property
     def name(self) -> str:
         return getattr(self.base_fn, "__name__", type(self.fn).__name__)
-
-    def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.fn!r})"

@@ -20,6 +20,7 @@ from naiad.errors import LaunchError, NaiadError
 from naiad.language.kernel_function import KernelFunction, resolve
 from naiad.runtime import launch_checks, numpy_scalars
 from naiad.runtime.arrays import array_type_string, data_pointer
+from naiad.runtime.kernel_interface import KernelInterface
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit has them)
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -89,7 +90,7 @@ def specialize(value: Any, *, specialize_value: bool = True, align: bool = True)
                       f"TensorDescriptor)")
 
 
-class JITFunction(KernelFunction):
+class JITFunction(KernelFunction, KernelInterface):
     """A kernel (or a device function called from one) written in Naiad's language.
 
     ``fn[grid](*args)`` launches it; calling it directly is only legal inside another kernel.

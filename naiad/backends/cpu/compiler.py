@@ -54,6 +54,15 @@ class CPUBackend(BaseBackend):
     cache_env_vars = ("NAIAD_DEBUG",)
     default_warp_size = 1
 
+    def __init__(self, target: GPUTarget) -> None:
+        # Triton's clients name the CPU GPUTarget("cpu", "", warp_size) (torch's Inductor does,
+        # with a GPU's warp size): no arch means this host, one lane a program as always here.
+        if not target.arch and self.supports_target(target):
+            from naiad.backends.cpu.target import host_target
+
+            target = host_target()
+        super().__init__(target)
+
     @staticmethod
     def supports_target(target: GPUTarget) -> bool:
         return target.backend == "cpu"
