@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import os
 import sys
 from typing import Any
 
@@ -97,8 +98,16 @@ def is_enabled() -> bool:
     return _finder in sys.meta_path
 
 
+#: Put first on PYTHONPATH of child processes while compat is on (`child_path/triton`).
+CHILD_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_path")
+
+
 def enable() -> None:
-    """Make ``import triton`` (and its submodules listed in `ALIASES`) resolve to Naiad."""
+    """Make ``import triton`` (and its submodules listed in `ALIASES`) resolve to Naiad, in this
+    process and in the Python processes it starts: `CHILD_PATH` goes first on ``PYTHONPATH`` and
+    on ``sys.path`` (torch's Inductor compiles kernels in worker processes that import ``triton``
+    only, started with this process's ``sys.path`` as their ``PYTHONPATH``).  Here ``triton`` is
+    already in ``sys.modules``, so the folder is never searched for it."""
     if is_enabled():
         return
     existing = sys.modules.get("triton")
@@ -110,6 +119,11 @@ def enable() -> None:
     for alias in ALIASES:
         _attach(alias, sys.modules[alias])
     sys.meta_path.append(_finder)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if CHILD_PATH not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([CHILD_PATH, *filter(None, paths)])
+    if CHILD_PATH not in sys.path:       # for children given this process's sys.path (torch's workers)
+        sys.path.insert(0, CHILD_PATH)
 
 
 def _attach(alias: str, module: Any) -> None:
@@ -126,9 +140,17 @@ def _attach(alias: str, module: Any) -> None:
 
 
 def disable() -> None:
-    """Undo `enable`: the ``triton`` names are free again (modules already imported keep their references)."""
+    """Undo `enable`: the ``triton`` names are free again, here and in the processes started
+    from now on (modules already imported keep their references)."""
     if not is_enabled():
         return
     sys.meta_path.remove(_finder)
     for alias in (*ALIASES, *LAZY_ALIASES):
         sys.modules.pop(alias, None)
+    while CHILD_PATH in sys.path:
+        sys.path.remove(CHILD_PATH)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHILD_PATH]
+    if paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    else:
+        os.environ.pop("PYTHONPATH", None)
