@@ -85,6 +85,18 @@ def _without_shipped_backends(monkeypatch) -> None:
         and (s.name, s.location) not in _INSTALLED_ENTRY_POINTS])
 
 
+TORCH_COMPILE_SUITE = Path(__file__).resolve().parent / "torch_compile"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/torch_compile runs in a process of its own (its conftest says why), started by
+    tests/test_torch_compile.py: it is collected only when named on the command line."""
+    if Path(collection_path).resolve() != TORCH_COMPILE_SUITE:
+        return None
+    named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    return not any(p == TORCH_COMPILE_SUITE or TORCH_COMPILE_SUITE in p.parents for p in named)
+
+
 @pytest.fixture(scope="session")
 def _session_cache_dir(tmp_path_factory) -> str:
     """One kernel cache for the whole run: tests never write to ~/.naiad."""

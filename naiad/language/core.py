@@ -29,14 +29,43 @@ from naiad.language import dtypes as _dtypes
 _state = threading.local()
 
 
-def constexpr_function(fn: Callable) -> Callable:
-    """Mark a plain Python function as callable from kernels on compile-time values.
+class ConstexprFunction:
+    """A plain Python function callable from kernels on compile-time values (`constexpr_function`).
 
     Inside a kernel its arguments are unwrapped constexprs and its result becomes a constexpr;
-    outside a kernel it is the plain function.
+    outside a kernel it is the plain function.  A class of its own, with Triton's name, ``fn``
+    and ``src``: code that re-emits a kernel's source with its helpers (torch's Inductor, for
+    user-defined kernels) finds them by it, and the kernel's cache key covers their source.
     """
-    fn.__naiad_constexpr_function__ = True  # type: ignore[attr-defined]
-    return fn
+
+    __naiad_constexpr_function__ = True
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    @property
+    def src(self) -> str:
+        """The function's source from its ``def`` line (decorators left out)."""
+        import inspect
+        import re
+        import textwrap
+
+        text = textwrap.dedent(inspect.getsource(self.fn))
+        start = re.search(r"^def\s", text, re.MULTILINE)
+        return text[start.start():] if start else text
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ConstexprFunction({self.fn.__qualname__})"
+
+
+def constexpr_function(fn: Callable) -> ConstexprFunction:
+    """Mark a plain Python function as callable from kernels on compile-time values
+    (`ConstexprFunction`)."""
+    return ConstexprFunction(fn)
 
 
 @constexpr_function

@@ -285,8 +285,19 @@ def dependencies(fn: KernelFunction) -> list[tuple[str, str]]:
                 found[name] = value.cache_key
         elif isinstance(value, core.constexpr):
             found[name] = repr(value.value)
+        elif isinstance(value, core.ConstexprFunction) and not value.fn.__module__.startswith("naiad."):
+            found[name] = _source_key(value)
     return sorted(found.items())
 
+
+def _source_key(function: Any) -> str:
+    """sha256 of a constexpr function's source (its name where the source cannot be read: a
+    function defined in a REPL)."""
+    try:
+        text = function.src
+    except (OSError, TypeError):
+        text = function.fn.__qualname__
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def library(fn: Callable) -> KernelFunction:

@@ -160,6 +160,10 @@ class Autotuner(KernelWrapper):
         self.reset_to_zero = self._parameters("reset_to_zero", reset_to_zero or [])
         self.restore_value = self._parameters("restore_value", restore_value or [])
         self.pre_hook, self.post_hook = pre_hook, post_hook
+        # Triton's attribute names, which code written for Triton reads (torch's Inductor refuses
+        # user hooks and non-default timing in kernels it traces)
+        self.user_defined_pre_hook, self.user_defined_post_hook = pre_hook is not None, post_hook is not None
+        self.num_warmups, self.num_reps, self.use_cuda_graph = warmup, rep, use_cuda_graph
         prune = dict(prune_configs_by or {})
         unknown = sorted(set(prune) - set(_PRUNE_KEYS))
         if unknown:

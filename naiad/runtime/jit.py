@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from naiad.compiler.signatures import describe
 from naiad.errors import LaunchError, NaiadError
+from naiad.language.core import ConstexprFunction  # noqa: F401  (triton.runtime.jit has it)
 from naiad.language.kernel_function import KernelFunction, resolve
 from naiad.runtime import launch_checks, numpy_scalars
 from naiad.runtime.arrays import array_type_string, data_pointer
