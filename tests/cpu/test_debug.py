@@ -1,5 +1,7 @@
-"""Debug mode on the CPU: out-of-bounds accesses become errors naming kernel, line, argument and
-offset; device_print prints in order; device_assert raises with the kernel and line."""
+"""Debugging on the CPU: with bounds checks (``bounds_check=True`` or ``NAIAD_DEBUG=1``)
+out-of-bounds accesses become errors naming kernel, line, argument and offset; device_print
+prints in order; with ``debug=True`` (Triton's meaning: assertions on) device_assert raises with
+the kernel and line."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def atomic_past_end(counter, BLOCK: tl.constexpr):
 def test_out_of_bounds_read_names_kernel_line_argument_and_offset():
     src, dst = np.arange(10, dtype=np.float32), np.zeros(16, np.float32)
     with pytest.raises(OutOfBoundsError) as info:
-        copy_unmasked[(1,)](src, dst, BLOCK=16, debug=True)
+        copy_unmasked[(1,)](src, dst, BLOCK=16, bounds_check=True)
     text = str(info.value)
     assert "out-of-bounds load in kernel 'copy_unmasked'" in text
     assert f"test_debug.py:{_line_of(copy_unmasked, '# LOAD')}" in text
@@ -61,7 +63,7 @@ def test_out_of_bounds_write_is_caught_before_it_corrupts_memory():
     src, dst = np.ones(16, np.float32), backing[:8]
     with pytest.raises(OutOfBoundsError, match=r"out-of-bounds store .* pointer argument 'dst' at "
                                                r"element offset 8, outside its buffer of 8 elements"):
-        copy_unmasked[(1,)](src, dst, BLOCK=16, debug=True)
+        copy_unmasked[(1,)](src, dst, BLOCK=16, bounds_check=True)
     assert np.array_equal(backing[:8], np.ones(8)) and not backing[8:].any()
 
 
@@ -69,18 +71,18 @@ def test_scalar_and_atomic_accesses_are_checked():
     dst = np.zeros(4, np.float32)
     with pytest.raises(OutOfBoundsError, match=rf"store in kernel 'scalar_write' at .*:"
                                                rf"{_line_of(scalar_write, '# SCALAR')}.* offset -1"):
-        scalar_write[(1,)](dst, -1, debug=True)
+        scalar_write[(1,)](dst, -1, bounds_check=True)
     counter = np.zeros(4, np.int32)
     with pytest.raises(OutOfBoundsError, match="atomic in kernel 'atomic_past_end'"):
-        atomic_past_end[(1,)](counter, BLOCK=8, debug=True)
+        atomic_past_end[(1,)](counter, BLOCK=8, bounds_check=True)
     assert np.array_equal(counter, np.ones(4))
 
 
-def test_masked_accesses_pass_debug_mode_with_a_parallel_grid():
+def test_masked_accesses_pass_bounds_checks_with_a_parallel_grid():
     naiad.knobs.cpu.threads = 2
     src = np.random.rand(1000).astype(np.float32)
     dst = np.zeros_like(src)
-    copy_masked[(naiad.cdiv(1000, 64),)](src, dst, 1000, BLOCK=64, debug=True)
+    copy_masked[(naiad.cdiv(1000, 64),)](src, dst, 1000, BLOCK=64, bounds_check=True)
     assert np.array_equal(dst, src)
 
 
@@ -90,12 +92,22 @@ def test_debug_environment_variable(monkeypatch):
         copy_unmasked[(1,)](np.zeros(3, np.float32), np.zeros(16, np.float32), BLOCK=16)
 
 
-def test_without_debug_no_checks_are_compiled():
-    kernel = copy_masked.warmup(np.zeros(8, np.float32), np.zeros(8, np.float32), 8, BLOCK=8)
-    assert "naiad_out_of_bounds" not in kernel.asm["llir"]
-    debug_kernel = copy_masked.warmup(np.zeros(8, np.float32), np.zeros(8, np.float32), 8, BLOCK=8,
-                                      debug=True)
-    assert "naiad_out_of_bounds" in debug_kernel.asm["llir"]
+def test_bounds_checks_are_compiled_only_when_asked_for():
+    arrays = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    assert "naiad_out_of_bounds" not in copy_masked.warmup(*arrays, 8, BLOCK=8).asm["llir"]
+    checked = copy_masked.warmup(*arrays, 8, BLOCK=8, bounds_check=True)
+    assert "naiad_out_of_bounds" in checked.asm["llir"] and checked.metadata["bounds_check"]
+
+
+def test_debug_means_assertions_only_as_in_triton():
+    """``debug=True`` (which torch's Inductor passes for every kernel) compiles device_assert in
+    and leaves accesses unchecked: no bounds checks, the launch keeps its fast path."""
+    x = np.arange(4, dtype=np.float32)
+    kernel = asserting.warmup(x, BLOCK=4, debug=True)
+    assert "naiad_out_of_bounds" not in kernel.asm["llir"] and not kernel.metadata["bounds_check"]
+    assert kernel.metadata["debug"]
+    kernel.load(naiad.backends.selection.active_driver())
+    assert kernel.launcher.accepts_addresses          # the fast packer: nothing checked
 
 
 @naiad.jit

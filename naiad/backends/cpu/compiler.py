@@ -25,7 +25,15 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 
 @dataclasses.dataclass(frozen=True)
 class CPUOptions(BackendOptions):
-    """Triton's portable options; those about GPU warps and stages are accepted and ignored."""
+    """Triton's portable options; those about GPU warps and stages are accepted and ignored.
+
+    ``debug`` has Triton's meaning: ``device_assert`` is compiled in.  ``bounds_check`` is the
+    CPU's own: every load, store and atomic is checked against the arrays passed to the launch
+    (an error naming the kernel, the line, the argument and the offset instead of a crash).
+    ``NAIAD_DEBUG=1`` turns both on for every kernel.  They are apart because Triton's clients
+    pass ``debug=True`` for the assertions alone (torch's Inductor does, for every kernel), and
+    checked accesses cost each launch its fast path.
+    """
 
     num_warps: int = 4
     num_ctas: int = 1
@@ -33,6 +41,7 @@ class CPUOptions(BackendOptions):
     maxnreg: int | None = None
     warp_size: int = 1
     debug: bool = False
+    bounds_check: bool = False
     enable_fp_fusion: bool = True
     sanitize_overflow: bool = False
     default_dot_input_precision: str = "ieee"
@@ -79,8 +88,9 @@ class CPUBackend(BaseBackend):
     def parse_options(self, options: dict[str, Any]) -> CPUOptions:
         known = {f.name for f in dataclasses.fields(CPUOptions)}
         values = {k: v for k, v in options.items() if k in known and v is not None}
-        if "debug" not in values:
-            values["debug"] = knobs.runtime.debug
+        for name in ("debug", "bounds_check"):
+            if name not in values:
+                values[name] = knobs.runtime.debug
         values["arch"] = self.target.arch
         if isinstance(values.get("allowed_dot_input_precisions"), list):
             values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
@@ -145,8 +155,8 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
 
     llvm = _binding()
     machine = target_machine(target.arch)
-    lowering = KernelLowering(module, CPUHooks(options.debug), vector_bytes(host_features()) // 4,
-                              llvm.get_process_triple(), str(machine.target_data), options.debug)
+    lowering = KernelLowering(module, CPUHooks(options.bounds_check), vector_bytes(host_features()) // 4,
+                              llvm.get_process_triple(), str(machine.target_data), options.bounds_check)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
     metadata["shared"] = lowering.scratch_bytes

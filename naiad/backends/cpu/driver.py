@@ -45,7 +45,7 @@ class CPULauncher:
                  threads: int, pool: Callable[[], concurrent.futures.ThreadPoolExecutor]):
         self.name = name
         self.metadata = metadata
-        self.debug = bool(metadata.get("debug"))
+        self.bounds_check = bool(metadata.get("bounds_check"))
         slots = runtime_slots(signature)
         self.names = [name for name, _, _ in slots]
         self.types = [ty for _, ty, _ in slots]
@@ -53,7 +53,7 @@ class CPULauncher:
         self.packer = struct.Struct("<" + "".join(_slot(ty) for ty in self.types))
         self.threads = threads
         self.pool = pool
-        self._pack_fast = None if self.debug else self._build_packer()
+        self._pack_fast = None if self.bounds_check else self._build_packer()
         #: Whether a launch may pass a numpy array's data address (an int) in its place
         #: (`JITFunction.run`'s warm path does, having read the address already).
         self.accepts_addresses = self._pack_fast is not None
@@ -93,11 +93,11 @@ class CPULauncher:
     def direct(self, module: Any, function: Any) -> Callable[[tuple, Sequence[Any]], None] | None:
         """The warm launch path's launcher: ``run(grid, args)`` launches without hooks, and on
         one thread through ``naiad_launch`` (one ctypes argument: header and slots packed into
-        one bytes object); None where it does not apply (debug mode, tuple arguments).
+        one bytes object); None where it does not apply (bounds checks, tuple arguments).
         Generated for the signature, as it runs at every launch."""
         parts = self._packed_parts()
         launch = getattr(module, "launch", None)
-        if parts is None or self.debug or launch is None:
+        if parts is None or self.bounds_check or launch is None:
             return None
         source = ("def pack(grid, args):\n"
                   "    nx, ny, nz = grid\n"
@@ -115,7 +115,7 @@ class CPULauncher:
             "_name": self.name, "_metadata": self.metadata})
 
     def pack(self, args: Sequence[Any]) -> Any:
-        """The argument slots of one launch (plus, in debug mode, the arrays' address ranges)."""
+        """The argument slots of one launch (plus, with bounds checks, the arrays' address ranges)."""
         values = []
         for path, ty in zip(self.runtime, self.types):
             value = _argument(args, path)
@@ -125,10 +125,10 @@ class CPULauncher:
             elif ty == "bf16":
                 value = bf16_bits(float(value))
             values.append(value)
-        ranges = self.ranges(args) if self.debug else []
+        ranges = self.ranges(args) if self.bounds_check else []
         buffer = ctypes.create_string_buffer(self.packer.size + 8 + 16 * len(ranges) + 8)
         self.packer.pack_into(buffer, 0, *values)
-        if self.debug:
+        if self.bounds_check:
             struct.pack_into(f"<q{2 * len(ranges)}Q", buffer, self.packer.size, len(ranges),
                              *[bound for r in ranges for bound in r[2:4]])
         return buffer, ranges

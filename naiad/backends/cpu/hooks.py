@@ -12,8 +12,8 @@ from naiad.codegen.hooks import TargetHooks
 class CPUHooks(TargetHooks):
     name = "cpu"
 
-    def __init__(self, debug: bool = False):
-        self.debug = debug
+    def __init__(self, bounds_check: bool = False):
+        self.bounds_check = bounds_check
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""
@@ -24,7 +24,7 @@ class CPUHooks(TargetHooks):
 
     def check_access(self, kernel: Any, op: Any, addresses: Any, mask: Any, lanes: int,
                      element: Any) -> Any:
-        if not self.debug:
+        if not self.bounds_check:
             return mask
         from naiad.backends.cpu.lowering.debug import check_access
 

@@ -30,7 +30,7 @@ class DeviceAssertionError(NaiadError, AssertionError):
 
 
 class OutOfBoundsError(NaiadError, IndexError):
-    """A load or store in debug mode touched memory outside every buffer passed to the kernel."""
+    """A load or store checked for bounds (``bounds_check``) touched memory outside every buffer passed to the kernel."""
 
 
 _lock = threading.Lock()

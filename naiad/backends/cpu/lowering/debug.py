@@ -1,10 +1,10 @@
-"""device_print, device_assert and debug-mode bounds checks on the CPU.
+"""device_print, device_assert and bounds checks on the CPU.
 
 All three call back into Python (`naiad.backends.cpu.runtime`) through external functions, one
 element at a time: debugging output is small and rare, so simplicity wins over speed here.
 
-Bounds checks: in debug mode the launcher appends the address range of every array argument to
-the argument slots (a count, then start/end pairs).  Before each load, store or atomic, every
+Bounds checks (option ``bounds_check``): the launcher appends the address range of every array
+argument to the argument slots (a count, then start/end pairs).  Before each load, store or atomic, every
 active lane's address is tested against those ranges; a lane outside all of them is reported
 (with an access id that the metadata maps to the source line and the pointer argument) and
 masked off, so the kernel never touches the bad address.
@@ -104,7 +104,7 @@ def lower_assert(kernel: Any, op: Any) -> None:
 
 def check_access(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None, lanes: int,
                  element: ir.Type) -> ir.Value | None:
-    """Debug mode: report and mask off lanes whose address lies outside every argument buffer."""
+    """Bounds checks: report and mask off lanes whose address lies outside every argument buffer."""
     b = kernel.b
     file, line = source_location(op)
     access = len(kernel.debug_accesses)

@@ -44,11 +44,11 @@ class KernelLowering:
     """Lowers the public ``tt.func`` of a TTIR module into an llvmlite module."""
 
     def __init__(self, module: ModuleOp, hooks: Any, lanes: int, triple: str, data_layout: str,
-                 debug: bool = False):
+                 bounds_check: bool = False):
         self.module = module
         self.hooks = hooks
         self.lanes = lanes
-        self.debug = debug
+        self.bounds_check = bounds_check
         self.llmod = ir.Module(name="naiad_kernel")
         self.llmod.triple = triple
         self.llmod.data_layout = data_layout
@@ -57,7 +57,7 @@ class KernelLowering:
         self.b: ir.IRBuilder = None  # type: ignore[assignment]
         self._contexts: dict[int, elementwise.Lowering] = {}
         self.position = 0
-        #: Debug mode: one entry per checked memory access (kind, file, line, argument).
+        #: Bounds checks: one entry per checked memory access (kind, file, line, argument).
         self.debug_accesses: list[dict] = []
         #: Bytes of stack buffers for materialized tensors: the kernel's "shared memory".
         self.scratch_bytes = 0
@@ -97,7 +97,7 @@ class KernelLowering:
             storage, stored = lt.scalar(arg.type), lt.memory_type(arg.type)
             value = self.b.load(slot, typ=stored, align=lt.byte_size(stored))
             self.env[arg] = self.b.trunc(value, lt.I1) if storage == lt.I1 else value
-        if self.debug:      # the launcher appends the argument buffers' address ranges
+        if self.bounds_check:      # the launcher appends the argument buffers' address ranges
             count_slot = len(func.body.block.args) * ARG_SLOT
             count = self.b.load(self.b.gep(args_ptr, [ir.Constant(lt.I64, count_slot)], source_etype=lt.I8),
                                 typ=lt.I64, align=8)

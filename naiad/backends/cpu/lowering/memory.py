@@ -259,7 +259,7 @@ def lower_atomic_cas(kernel: Any, op: Any) -> None:
 
 
 def lower_atomic_poll(kernel: Any, op: Any) -> None:
-    """``tt.atomic_poll``: a spin loop of atomic loads (debug mode: none if the address is
+    """``tt.atomic_poll``: a spin loop of atomic loads (with bounds checks: none if the address is
     outside every buffer; the result is then false)."""
     element = lt.scalar(op.expected.type)
     address = kernel.scalar(op.ptr)
