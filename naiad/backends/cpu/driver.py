@@ -3,7 +3,9 @@
 A kernel's object code exports ``naiad_grid(args, nx, ny, nz, first, last)``.  A launch packs
 the arguments into 8-byte slots once, splits the programs into one contiguous share per thread,
 and calls ``naiad_grid`` from each thread; ctypes releases the GIL during the call, so the
-threads run in parallel and no Python runs per program.
+threads run in parallel and no Python runs per program.  A launch whose work is small runs on
+the calling thread alone (`WorkEstimate`): handing programs to pool threads costs tens of
+microseconds, more than a small kernel's whole run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,29 @@ _SLOTS = {
 _POINTER = "Q"
 
 
+#: Work (seconds on one thread) below which a launch runs on the calling thread alone.
+PARALLEL_WORK_S = 100e-6
+
+
+class WorkEstimate:
+    """How long one program of a kernel takes on one thread, learned from its launches, and so
+    whether a launch of ``total`` programs is worth splitting across threads.
+
+    Until a kernel has run, a launch runs a first slice of its programs on the calling thread,
+    timed, and decides for the rest from that; later launches decide from the estimate and keep
+    it up to date (a launch's time per program, from its wall time and its threads)."""
+
+    def __init__(self) -> None:
+        self.program_s: float | None = None
+
+    def parallel(self, total: int) -> bool:
+        return self.program_s is not None and self.program_s * total >= PARALLEL_WORK_S
+
+    def observe(self, programs: int, seconds: float, threads: int = 1) -> None:
+        if programs > 0:
+            self.program_s = seconds * threads / programs
+
+
 class CPULauncher:
     """Packs a launch's arguments and runs the grid; built once per compiled kernel."""
 
@@ -53,6 +78,7 @@ class CPULauncher:
         self.packer = struct.Struct("<" + "".join(_slot(ty) for ty in self.types))
         self.threads = threads
         self.pool = pool
+        self.work = WorkEstimate()
         self._pack_fast = None if self.bounds_check else self._build_packer()
         #: Whether a launch may pass a numpy array's data address (an int) in its place
         #: (`JITFunction.run`'s warm path does, having read the address already).
@@ -156,32 +182,63 @@ class CPULauncher:
             buffer, ranges = self._pack_fast(args), ()
         else:
             buffer, ranges = self.pack(args)
-        address = ctypes.addressof(buffer)
-        workers = min(self.threads, total)
-        if workers <= 1:
-            function(address, grid_x, grid_y, grid_z, 0, total)
-        else:
-            bounds = [total * i // workers for i in range(workers + 1)]
-            futures = [self.pool().submit(function, address, grid_x, grid_y, grid_z,
-                                          bounds[i], bounds[i + 1]) for i in range(1, workers)]
-            function(address, grid_x, grid_y, grid_z, bounds[0], bounds[1])
-            for future in futures:
-                future.result()
+        self.run_grid(function, ctypes.addressof(buffer), grid_x, grid_y, grid_z, total)
         if runtime.has_reports():
             runtime.raise_reports(self.name, self.metadata, list(ranges))
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
 
+    def run_grid(self, function: Any, address: int, nx: int, ny: int, nz: int, total: int) -> None:
+        """Programs ``[0, total)`` on this thread, or split across the pool when their work
+        is worth it (`WorkEstimate`)."""
+        threads = min(self.threads, total)
+        first = 0
+        if threads > 1 and self.work.program_s is None:      # a first slice, timed
+            first = max(1, total // (4 * threads))
+            start = time.perf_counter()
+            function(address, nx, ny, nz, 0, first)
+            self.work.observe(first, time.perf_counter() - start)
+        if threads <= 1 or not self.work.parallel(total - first):
+            start = time.perf_counter()
+            function(address, nx, ny, nz, first, total)
+            if threads > 1:
+                self.work.observe(total - first, time.perf_counter() - start)
+            return
+        bounds = [first + (total - first) * i // threads for i in range(threads + 1)]
+        start = time.perf_counter()
+        futures = [self.pool().submit(function, address, nx, ny, nz, bounds[i], bounds[i + 1])
+                   for i in range(1, threads)]
+        function(address, nx, ny, nz, bounds[0], bounds[1])
+        for future in futures:
+            future.result()
+        self.work.observe(total - first, time.perf_counter() - start, threads)
+
+
 def _pointer(value: Any) -> int:
-    """A pointer argument's slot: the array's address, 0 for None."""
+    """A pointer argument's slot: the array's address, 0 for None; the way to read it is
+    remembered per type (`_address_reader`), as every launch reads it."""
     kind = type(value)
     if kind is int:                 # an address the warm launch path read already
         return value
-    if kind is _ndarray:
-        return numpy_address(value)
-    return 0 if value is None else data_pointer(value)
+    reader = _ADDRESS_READERS.get(kind)
+    if reader is None:
+        reader = _ADDRESS_READERS[kind] = _address_reader(kind)
+    return reader(value)
 
+
+def _address_reader(kind: type) -> Callable[[Any], int]:
+    if kind is type(None):
+        return lambda value: 0
+    if _ndarray is not None and issubclass(kind, _ndarray):
+        return numpy_address
+    data_ptr = getattr(kind, "data_ptr", None)      # torch tensors: the unbound method
+    if callable(data_ptr) and not isinstance(data_ptr, property):
+        return data_ptr
+    return data_pointer
+
+
+_ADDRESS_READERS: dict[type, Callable[[Any], int]] = {}
 
 try:
     from numpy import ndarray as _ndarray
