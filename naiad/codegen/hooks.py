@@ -96,7 +96,7 @@ NAIAD_FUNCTIONS: dict[str, Callable[[Any, list[ir.Value]], ir.Value]] = {
     "__naiad_sqrt_rn": lambda ctx, a: ctx.intrinsic("sqrt", a),
     "__naiad_sqrt_rnf": lambda ctx, a: ctx.intrinsic("sqrt", a),
     "__naiad_div_rn": _divide, "__naiad_div_rnf": _divide,
-    "__naiad_fast_dividef": _divide, "__naiad_fast_dividef_f": _divide,
+    "__naiad_fast_dividef": _divide,
     "__naiad_fast_exp": lambda ctx, a: ctx.intrinsic("exp", a),
     "__naiad_fast_expf": lambda ctx, a: ctx.intrinsic("exp", a),
     "__naiad_fast_log": lambda ctx, a: ctx.intrinsic("log", a),

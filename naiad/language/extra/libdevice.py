@@ -16,6 +16,10 @@ from naiad.language.extern import extern, extern_elementwise
 _F32, _F64, _I32, _I64, _U32, _U64 = (core.float32, core.float64, core.int32, core.int64,
                                       core.uint32, core.uint64)
 
+#: Every function's table: name -> {argument dtypes: (symbol, result dtype)}.  What a backend
+#: must resolve: C math names and Naiad's ``__naiad_`` ones.
+SIGNATURES: dict[str, dict] = {}
+
 
 def _float_table(c_name: str, arity: int, ret32=None, ret64=None) -> dict:
     """fp32 -> ``<c_name>f``, fp64 -> ``<c_name>``, as the C library names them."""
@@ -35,6 +39,7 @@ def _define(name: str, arity: int, table: dict) -> None:
     fn.__doc__ = f"libdevice.{name}({', '.join(params)}): element-wise, for " + \
         ", ".join("(" + ", ".join(str(t) for t in row) + ")" for row in table)
     globals()[name] = extern(fn)
+    SIGNATURES[name] = table
 
 
 _UNARY_FLOAT = ("exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt",
@@ -45,9 +50,9 @@ _BINARY_FLOAT = ("pow", "atan2", "fmod", "remainder", "hypot", "copysign", "fmin
                  "nextafter")
 # Functions with no C library equivalent: backends implement ``__naiad_<name>[f]``.
 _UNARY_NAIAD = ("rsqrt", "rcp", "erfinv", "erfcinv", "erfcx", "normcdf", "normcdfinv", "sinpi",
-                "cospi", "saturate", "sqrt_rn", "fast_exp", "fast_log", "rcbrt")
+                "cospi", "sqrt_rn", "fast_exp", "fast_log", "rcbrt")
 _BINARY_NAIAD = ("div_rn", "div_rz", "div_rd", "div_ru", "add_rn", "add_rz", "add_rd", "add_ru",
-                 "mul_rn", "mul_rz", "mul_rd", "mul_ru", "fast_dividef", "rhypot")
+                 "mul_rn", "mul_rz", "mul_rd", "mul_ru", "rhypot")
 
 for _name in _UNARY_FLOAT:
     _define(_name, 1, _float_table(_name, 1))
@@ -70,6 +75,9 @@ _define("finitef", 1, {(_F32,): ("__naiad_isfinitef", _I32)})
 _define("signbit", 1, _float_table("__naiad_signbit", 1, _I32, _I32))
 _define("ldexp", 2, {(_F32, _I32): ("ldexpf", _F32), (_F64, _I32): ("ldexp", _F64)})
 _define("pown", 2, {(_F32, _I32): ("__naiad_pownf", _F32), (_F64, _I32): ("__naiad_pown", _F64)})
+# fp32 only, as in Triton.
+_define("saturatef", 1, {(_F32,): ("__naiad_saturatef", _F32)})
+_define("fast_dividef", 2, {(_F32, _F32): ("__naiad_fast_dividef", _F32)})
 _define("ilogb", 1, _float_table("ilogb", 1, _I32, _I32))
 _define("logb", 1, _float_table("logb", 1))
 _define("clz", 1, {(_I32,): ("__naiad_clz", _I32), (_I64,): ("__naiad_clzll", _I32)})
