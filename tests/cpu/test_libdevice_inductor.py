@@ -1,0 +1,299 @@
+"""libdevice on the CPU backend: the functions that have no C library equivalent
+(``__naiad_*``, computed in LLVM IR by `naiad.codegen.mathlib`), against NumPy / mpmath /
+exact rational arithmetic, in fp32 and fp64, through masked kernels whose size is not a
+multiple of the block.
+
+Tolerances: fp32 in units in the last place of the correctly rounded result (those built on
+two libm calls, such as sinpi or rcbrt: 2 ulp), fp64 relative (1e-15).  Directed rounding
+must be exact.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.compiler.errors import CompilationError
+from naiad.language.extra import libdevice
+
+pytestmark = [pytest.mark.shipped_backends,
+              pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")]
+
+BLOCK = 128
+FLOATS = [np.float32, np.float64]
+
+
+@naiad.jit
+def unary_kernel(x, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, FN(tl.load(x + offs, mask=m)), mask=m)
+
+
+@naiad.jit
+def binary_kernel(x, y, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, FN(tl.load(x + offs, mask=m), tl.load(y + offs, mask=m)), mask=m)
+
+
+@naiad.jit
+def ternary_kernel(x, y, z, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, FN(tl.load(x + offs, mask=m), tl.load(y + offs, mask=m),
+                            tl.load(z + offs, mask=m)), mask=m)
+
+
+def apply(fn, *args, out_dtype=None):
+    """``fn`` element-wise over the arrays ``args`` in a masked kernel; the output has one extra
+    element past ``n``, which must keep its sentinel."""
+    n = len(args[0])
+    out = np.full(n + 1, 7, out_dtype or args[0].dtype)
+    sentinel = out[n]
+    kernel = {1: unary_kernel, 2: binary_kernel, 3: ternary_kernel}[len(args)]
+    kernel[(naiad.cdiv(n, BLOCK),)](*args, out, n, FN=fn, BLOCK=BLOCK)
+    assert out[n] == sentinel, "a masked-off lane was written"
+    return out[:n]
+
+
+def assert_accurate(got, want, dtype, ulps=1.0, rel=4e-15, what=""):
+    """Finite references within ``ulps`` (fp32, against the reference rounded to fp32) or
+    ``rel`` (fp64); non-finite ones (and fp32 overflow) exactly, NaN included."""
+    want = np.asarray(want, np.float64)
+    rounded = want.astype(dtype)
+    exact = ~np.isfinite(rounded)
+    np.testing.assert_array_equal(got[exact], rounded[exact], err_msg=f"{what}: non-finite results")
+    got64 = got[~exact].astype(np.float64)
+    if dtype == np.float32:
+        error = np.abs(got64 - want[~exact]) / np.spacing(np.abs(rounded[~exact])).astype(np.float64)
+        limit = ulps
+    else:
+        error = np.abs(got64 - want[~exact]) / np.maximum(np.abs(want[~exact]), np.finfo(dtype).tiny)
+        limit = rel
+    worst = int(np.argmax(error)) if error.size else 0
+    assert error.size == 0 or error[worst] <= limit, \
+        f"{what} {dtype.__name__}: error {error[worst]:.3g} at x={np.asarray(got)[~exact][worst]!r} " \
+        f"(want {want[~exact][worst]!r}), limit {limit}"
+
+
+def sample(low, high, n=3001, seed=0):
+    return np.random.default_rng(seed).uniform(low, high, n)
+
+
+def with_specials(x, *specials):
+    return np.concatenate([x, np.array(specials, np.float64)])
+
+
+# -- directed rounding: exact, against rational arithmetic ------------------------------------------
+FORMATS = {np.float32: (24, -126, 127), np.float64: (53, -1022, 1023)}
+
+
+def rounded(exact: Fraction, dtype, mode: str):
+    """The value of ``dtype`` that ``exact`` (nonzero) rounds to in ``mode``."""
+    precision, emin, emax = FORMATS[dtype]
+    negative, magnitude = exact < 0, abs(exact)
+    away = (mode == "ru" and not negative) or (mode == "rd" and negative)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    exponent += 1 if Fraction(2) ** (exponent + 1) <= magnitude else 0
+    exponent -= 1 if Fraction(2) ** exponent > magnitude else 0
+    quantum = Fraction(2) ** (max(exponent, emin) - precision + 1)
+    units, rest = divmod(magnitude, quantum)
+    if mode == "rn":
+        units += rest > quantum / 2 or (rest == quantum / 2 and units % 2 == 1)
+    else:
+        units += away and rest > 0
+    value = units * quantum
+    if value >= Fraction(2) ** (emax + 1):
+        value = math.inf if mode == "rn" or away else float(np.finfo(dtype).max)
+    return dtype(-float(value) if negative else float(value))
+
+
+def exact_result(op: str, values) -> Fraction | None:
+    """The exact result of ``op`` on finite operands (None: not a finite rational)."""
+    if not all(np.isfinite(values)):
+        return None
+    a, b, *c = (Fraction(float(v)) for v in values)
+    if op == "div":
+        return a / b if b else None
+    return {"add": lambda: a + b, "mul": lambda: a * b, "fma": lambda: a * b + c[0]}[op]()
+
+
+def operands(dtype, n: int, arity: int, seed: int) -> list[np.ndarray]:
+    """Random bit patterns (every exponent), moderate values, subnormals and small integers,
+    with sums and fmas that cancel exactly or nearly."""
+    rng = np.random.default_rng(seed)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+
+    def one():
+        raw = rng.integers(0, np.iinfo(bits).max, n, dtype=bits, endpoint=True).view(dtype)
+        moderate = (rng.uniform(-4, 4, n) * 2.0 ** rng.integers(-30, 30, n)).astype(dtype)
+        tiny = (rng.uniform(-4, 4, n) * np.finfo(dtype).tiny).astype(dtype)
+        small = rng.integers(-8, 9, n).astype(dtype)
+        pool = np.concatenate([raw[np.isfinite(raw)], moderate, tiny, small])
+        return rng.choice(pool, n)
+
+    values = [one() for _ in range(arity)]
+    if arity == 2:
+        values[1] = np.where(rng.random(n) < 0.2, -values[0], values[1])
+    else:
+        with np.errstate(over="ignore"):
+            product = (values[0].astype(np.float64) * values[1]).astype(dtype)
+        values[2] = np.where(rng.random(n) < 0.3, -product, values[2])
+    return values
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["add", "mul", "div", "fma"])
+@pytest.mark.parametrize("mode", ["rn", "rz", "rd", "ru"])
+def test_directed_rounding_is_exact(dtype, op, mode):
+    values = operands(dtype, 2000, 3 if op == "fma" else 2, seed=len(op) + 7 * len(mode))
+    with np.errstate(all="ignore"):
+        got = apply(getattr(libdevice, f"{op}_{mode}"), *values)
+    checked = 0
+    for i in range(len(got)):
+        exact = exact_result(op, [v[i] for v in values])
+        if exact is None or exact == 0:
+            continue
+        want = rounded(exact, dtype, mode)
+        assert got[i] == want, f"{op}_{mode}{[repr(v[i]) for v in values]} = {got[i]!r}, want {want!r}"
+        checked += 1
+    assert checked > 1500
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_directed_rounding_at_the_edges(dtype):
+    big, tiny = np.finfo(dtype).max, np.finfo(dtype).smallest_subnormal
+    a = np.array([big, big, -big, tiny, -tiny, 1.0, 1.0], dtype)
+    b = np.array([big, -big * 0, -big, tiny, tiny, np.inf, np.nan], dtype)
+    with np.errstate(all="ignore"):
+        up, zero, down = (apply(getattr(libdevice, f"mul_{m}"), a, b) for m in ("ru", "rz", "rd"))
+    np.testing.assert_array_equal(up[:5], [np.inf, -0.0, np.inf, tiny, -0.0])
+    np.testing.assert_array_equal(zero[:5], [big, -0.0, big, 0.0, -0.0])
+    np.testing.assert_array_equal(down[:5], [big, -0.0, big, 0.0, -tiny])
+    assert up[5] == np.inf and np.isnan(up[6]) and np.isnan(down[6])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_exact_zero_sums_are_negative_rounding_down(dtype):
+    a = np.array([1.0, 0.0, 0.0, -0.0, 2.0], dtype)
+    b = np.array([-1.0, 0.0, -0.0, -0.0, -2.0], dtype)
+    for mode in ("rn", "rz", "ru", "rd"):
+        total = apply(getattr(libdevice, f"add_{mode}"), a, b)
+        fused = apply(getattr(libdevice, f"fma_{mode}"), a, np.ones_like(a), b)
+        expected = [True, False, True, True, True] if mode == "rd" else [False, False, False, True, False]
+        assert list(np.signbit(total)) == expected, (mode, total)
+        assert list(np.signbit(fused)) == expected, (mode, fused)
+
+
+# -- the other functions without a C equivalent ------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sinpi_cospi(dtype):
+    # mpmath is exact at any argument; NumPy's sin(pi * x) is not.
+    x = np.concatenate([sample(-8, 8, 1001), sample(-1e6, 1e6, 1001), np.logspace(-300, -1, 100)])
+    x = x.astype(dtype)
+    sinpi, cospi = apply(libdevice.sinpi, x), apply(libdevice.cospi, x)
+    with mpmath.workdps(40):
+        want_sin = [float(mpmath.sinpi(mpmath.mpf(float(v)))) for v in x]
+        want_cos = [float(mpmath.cospi(mpmath.mpf(float(v)))) for v in x]
+    assert_accurate(sinpi, want_sin, dtype, ulps=2, rel=1e-15, what="sinpi")
+    assert_accurate(cospi, want_cos, dtype, ulps=2, rel=1e-15, what="cospi")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sinpi_cospi_at_integers_and_half_integers(dtype):
+    x = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, -0.5, 1.5, 2.0 ** 60, np.inf, np.nan], dtype)
+    sinpi, cospi = apply(libdevice.sinpi, x), apply(libdevice.cospi, x)
+    np.testing.assert_array_equal(sinpi, [0, -0.0, 0, -0.0, 0, 1, -1, -1, 0, np.nan, np.nan])
+    np.testing.assert_array_equal(np.signbit(sinpi[:5]), [False, True, False, True, False])
+    np.testing.assert_array_equal(cospi, [1, 1, -1, -1, 1, 0, 0, 0, 1, np.nan, np.nan])
+    assert not np.signbit(cospi[5:8]).any(), "cospi of a half-integer is +0"
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reciprocal_roots_and_norms(dtype):
+    x = with_specials(sample(-1e3, 1e3), 0.0, -0.0, np.inf, -8.0).astype(dtype)
+    y = with_specials(sample(-1e3, 1e3, seed=1), 0.0, 3.0, 1.0, np.nan).astype(dtype)
+    wide, wide_y = x.astype(np.float64), y.astype(np.float64)
+    with np.errstate(divide="ignore"):
+        assert_accurate(apply(libdevice.rcbrt, x), 1 / np.cbrt(wide), dtype, ulps=2, rel=1e-15,
+                        what="rcbrt")
+        assert_accurate(apply(libdevice.rhypot, x, y), 1 / np.hypot(wide, wide_y), dtype, ulps=2,
+                        rel=1e-15, what="rhypot")
+    assert list(apply(libdevice.rcbrt, x)[-4:]) == [np.inf, -np.inf, 0.0, -0.5]
+
+
+def test_saturatef_fast_dividef():
+    x = np.array([-1.0, 0.25, 1.0, 3.0, -0.0, np.nan, np.inf, -np.inf], np.float32)
+    np.testing.assert_array_equal(apply(libdevice.saturatef, x), [0, 0.25, 1, 1, 0, 0, 1, 0])
+    y = np.full_like(x, 4.0)
+    np.testing.assert_array_equal(apply(libdevice.fast_dividef, x, y), x / y)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_pown(dtype):
+    x = with_specials(sample(-3, 3), 0.0, -0.0, np.nan, np.inf, 2.0).astype(dtype)
+    n = np.random.default_rng(2).integers(-12, 13, len(x)).astype(np.int32)
+    n[-5:] = [-1, 3, 0, -2, 1000]
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), n.astype(np.float64))
+    got = apply(libdevice.pown, x, n)
+    assert_accurate(got, want, dtype, ulps=1, rel=1e-15, what="pown")
+
+
+def test_ffs_and_mulhi():
+    rng = np.random.default_rng(3)
+    for kind, bits in ((np.int32, 32), (np.int64, 64)):
+        x = rng.integers(np.iinfo(kind).min, np.iinfo(kind).max, 300, dtype=kind)
+        x[:3] = [0, 1, np.iinfo(kind).min]
+        got = apply(libdevice.ffs, x, out_dtype=np.int32)
+        want = [0 if v == 0 else (int(v) & -int(v)).bit_length() for v in x]
+        np.testing.assert_array_equal(got, want)
+        for signed in (True, False):
+            kind_ = kind if signed else (np.uint32 if bits == 32 else np.uint64)
+            info = np.iinfo(kind_)
+            a = rng.integers(info.min, info.max, 300, dtype=kind_, endpoint=True)
+            b = rng.integers(info.min, info.max, 300, dtype=kind_, endpoint=True)
+            a[:3], b[:3] = [info.max, info.min, info.max], [info.max, info.min, info.min]
+            got = apply(libdevice.mulhi, a, b)
+            want = np.array([(int(p) * int(q)) >> bits for p, q in zip(a, b)], dtype=object)
+            np.testing.assert_array_equal(got.astype(object), want.astype(kind_).astype(object))
+
+
+# -- errors ------------------------------------------------------------------------------------------
+@naiad.jit
+def half_precision_erfinv(x, out):
+    offs = tl.arange(0, 16)
+    tl.store(out + offs, libdevice.erfinv(tl.load(x + offs)))
+
+
+@naiad.jit
+def float_saturatef_of_double(x, out):
+    offs = tl.arange(0, 16)
+    tl.store(out + offs, libdevice.saturatef(tl.load(x + offs)))  # E:saturatef
+
+
+def test_a_dtype_without_a_version_names_the_kernel_line_and_accepted_types():
+    with pytest.raises(CompilationError) as info:
+        float_saturatef_of_double[(1,)](np.zeros(16), np.zeros(16))
+    message = str(info.value)
+    assert "float_saturatef_of_double" in message and f":{_line_of('saturatef')}:" in message
+    assert "takes (fp64); it accepts (fp32)" in message
+
+
+def test_fp16_arguments_are_not_promoted():
+    """Triton's libdevice takes fp16 only where a version is declared: erfinv has none."""
+    with pytest.raises(CompilationError, match=r"takes \(fp16\); it accepts \(fp32\), \(fp64\)"):
+        half_precision_erfinv[(1,)](np.zeros(16, np.float16), np.zeros(16, np.float16))
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        (line,) = [i + 1 for i, text in enumerate(f) if text.rstrip().endswith(f"# E:{marker}")]
+    return line
