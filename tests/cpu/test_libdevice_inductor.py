@@ -1,11 +1,14 @@
 """libdevice on the CPU backend: the functions that have no C library equivalent
-(``__naiad_*``, computed in LLVM IR by `naiad.codegen.mathlib`), against NumPy / mpmath /
-exact rational arithmetic, in fp32 and fp64, through masked kernels whose size is not a
-multiple of the block.
+(``__naiad_*``, computed in LLVM IR by `naiad.codegen.mathlib`), Inductor's ``erfinv`` and
+``erfcx`` among them, against SciPy / NumPy / exact rational arithmetic, in fp32 and fp64,
+through masked kernels whose size is not a multiple of the block.
 
-Tolerances: fp32 in units in the last place of the correctly rounded result (those built on
-two libm calls, such as sinpi or rcbrt: 2 ulp), fp64 relative (1e-15).  Directed rounding
-must be exact.
+Tolerances: fp32 in units in the last place of the correctly rounded result (erfinv: Giles'
+approximation, 4 ulp; the functions computed in double and rounded: 1 ulp; those built on two
+libm calls, such as sinpi or rcbrt: 2 ulp), fp64 relative (4e-15 for the functions of
+several steps, 1e-15 or 2e-15 for the others; SciPy's own error is 1e-16 to 1e-15 where it is
+the reference).  Where SciPy is less accurate than that (erfcx and ndtr far in the negative
+tail, erfcinv of subnormals, sinpi), mpmath is the reference.  Directed rounding must be exact.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+import scipy.special as sp
 
 import naiad
 import naiad.language as tl
@@ -89,6 +93,89 @@ def sample(low, high, n=3001, seed=0):
 
 def with_specials(x, *specials):
     return np.concatenate([x, np.array(specials, np.float64)])
+
+
+# -- erfinv, erfcinv, normcdfinv ------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_erfinv(dtype):
+    tails = 1 - np.logspace(-16 if dtype == np.float64 else -7, -0.3, 400)
+    x = with_specials(np.concatenate([sample(-1, 1), tails, -tails, np.logspace(-300, -1, 200)]),
+                      0.0, -0.0, 1.0, -1.0, 1.5, -2.0, np.nan, np.inf, 1e-310, -1e-45)
+    x = x.astype(dtype)
+    got = apply(libdevice.erfinv, x)
+    assert_accurate(got, sp.erfinv(x.astype(np.float64)), dtype, ulps=4, rel=2e-15, what="erfinv")
+    assert got[-10] == 0 and not np.signbit(got[-10]) and np.signbit(got[-9])      # +-0
+    assert list(got[-8:-6]) == [np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_erfcinv(dtype):
+    low = -37 if dtype == np.float32 else -300
+    x = with_specials(np.concatenate([sample(0, 2), np.logspace(low, 0, 400), 2 - np.logspace(-15, 0, 200)]),
+                      0.0, 2.0, 1.0, -0.5, 2.5, np.nan, np.inf)
+    x = x.astype(dtype)
+    got = apply(libdevice.erfcinv, x)
+    assert_accurate(got, sp.erfcinv(x.astype(np.float64)), dtype, what="erfcinv")
+    assert list(got[-7:-4]) == [np.inf, -np.inf, 0.0]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normcdfinv_is_ndtri(dtype):
+    low = -37 if dtype == np.float32 else -300
+    x = with_specials(np.concatenate([sample(0, 1), np.logspace(low, -0.3, 400), 1 - np.logspace(-15, -0.3, 200)]),
+                      0.0, 1.0, 0.5, -0.1, 1.1, np.nan)
+    x = x.astype(dtype)
+    got = apply(libdevice.normcdfinv, x)
+    assert_accurate(got, sp.ndtri(x.astype(np.float64)), dtype, what="normcdfinv")
+    assert list(got[-6:-3]) == [-np.inf, np.inf, 0.0]
+
+
+def test_erfcinv_of_subnormals():
+    x = np.array([5e-324, 1e-320, 2.2250738585072014e-308 / 3])
+    got = apply(libdevice.erfcinv, x)
+    with mpmath.workdps(40):
+        want = [float(mpmath.findroot(lambda t: mpmath.log(mpmath.erfc(t)) - mpmath.log(c), 27)) for c in x]
+    assert_accurate(got, want, np.float64, what="erfcinv of subnormals")
+
+
+# -- erfcx, normcdf --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_erfcx(dtype):
+    # SciPy rounds x*x for x < 0: it is accurate to 1e-15 only above -6.
+    x = with_specials(np.concatenate([sample(-6, 30), np.logspace(-300, 300, 300)]),
+                      0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, 3e38, -27.0, -10.0)
+    x = x.astype(dtype)
+    got = apply(libdevice.erfcx, x)
+    assert_accurate(got, sp.erfcx(x.astype(np.float64)), dtype, what="erfcx")
+    assert list(got[-7:-5]) == [0.0, np.inf]                  # no overflow at +inf, none missed
+    assert got[-2] == np.inf                                  # erfcx(-27) overflows in both
+    assert (got[-1] == np.inf) == (dtype == np.float32)       # erfcx(-10) = 5.4e43
+
+
+def test_erfcx_far_in_the_negative_tail():
+    x = np.concatenate([-np.linspace(6, 26.5, 60), [-25.189534074337832]])
+    with mpmath.workdps(40):
+        want = [float(mpmath.exp(mpmath.mpf(v) ** 2) * mpmath.erfc(v)) for v in x]
+    assert_accurate(apply(libdevice.erfcx, x), want, np.float64, rel=1e-15, what="erfcx")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normcdf_is_ndtr(dtype):
+    # SciPy rounds -x/sqrt(2), which costs it x*x/2 ulps: in fp64 it is the reference above -3.
+    low = -15 if dtype == np.float32 else -3
+    x = with_specials(np.concatenate([sample(low, 40), -np.logspace(-300, np.log10(-low), 300)]),
+                      0.0, np.inf, -np.inf, np.nan, -40.0)
+    x = x.astype(dtype)
+    got = apply(libdevice.normcdf, x)
+    assert_accurate(got, sp.ndtr(x.astype(np.float64)), dtype, what="normcdf")
+    assert list(got[-5:-2]) == [0.5, 1.0, 0.0]
+
+
+def test_normcdf_far_in_the_lower_tail():
+    x = np.concatenate([-np.logspace(np.log10(3), np.log10(37.5), 60), [-36.3771287786495]])
+    with mpmath.workdps(40):
+        want = [float(mpmath.ncdf(v)) for v in x]
+    assert_accurate(apply(libdevice.normcdf, x), want, np.float64, rel=2e-15, what="normcdf")
 
 
 # -- directed rounding: exact, against rational arithmetic ------------------------------------------
