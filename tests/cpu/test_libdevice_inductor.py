@@ -1,14 +1,16 @@
 """libdevice on the CPU backend: the functions that have no C library equivalent
-(``__naiad_*``, computed in LLVM IR by `naiad.codegen.mathlib`), Inductor's ``erfinv`` and
-``erfcx`` among them, against SciPy / NumPy / exact rational arithmetic, in fp32 and fp64,
-through masked kernels whose size is not a multiple of the block.
+(``__naiad_*``, computed in LLVM IR by `naiad.codegen.mathlib`) and those Inductor calls
+(``erfinv``, ``erfcx``, ``cyl_bessel_i0/i1``, ``llrint``...), against SciPy / NumPy / exact
+rational arithmetic, in fp32 and fp64, through masked kernels whose size is not a multiple
+of the block.
 
 Tolerances: fp32 in units in the last place of the correctly rounded result (erfinv: Giles'
 approximation, 4 ulp; the functions computed in double and rounded: 1 ulp; those built on two
 libm calls, such as sinpi or rcbrt: 2 ulp), fp64 relative (4e-15 for the functions of
 several steps, 1e-15 or 2e-15 for the others; SciPy's own error is 1e-16 to 1e-15 where it is
 the reference).  Where SciPy is less accurate than that (erfcx and ndtr far in the negative
-tail, erfcinv of subnormals, sinpi), mpmath is the reference.  Directed rounding must be exact.
+tail, erfcinv of subnormals, sinpi, I0 and I1 near their overflow), mpmath is the reference.
+Directed rounding must be exact.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import scipy.special as sp
 
 import naiad
 import naiad.language as tl
+from naiad.codegen import mathlib
+from naiad.codegen.hooks import NAIAD_FUNCTIONS
 from naiad.compiler.errors import CompilationError
 from naiad.language.extra import libdevice
 
@@ -178,6 +182,48 @@ def test_normcdf_far_in_the_lower_tail():
     assert_accurate(apply(libdevice.normcdf, x), want, np.float64, rel=2e-15, what="normcdf")
 
 
+# -- Bessel I0, I1 ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,reference", [("cyl_bessel_i0", sp.i0), ("cyl_bessel_i1", sp.i1)])
+def test_cyl_bessel(dtype, name, reference):
+    # SciPy's i0/i1 overflow early (exp(x) first) and give NaN at infinity: compared below 700.
+    x = with_specials(np.concatenate([sample(-60, 60), np.logspace(-300, np.log10(700), 300),
+                                      -np.logspace(-300, np.log10(700), 300)]),
+                      0.0, -0.0, 8.0, 20.0, -20.0, 20.000000000000004, 89.0, 95.0)
+    x = x.astype(dtype)
+    got = apply(getattr(libdevice, name), x)
+    assert_accurate(got, reference(x.astype(np.float64)), dtype, what=name)
+
+
+def test_cyl_bessel_at_infinity_and_near_overflow():
+    x = np.array([np.inf, -np.inf, np.nan, -0.0, 713.98, 713.99, -713.99])
+    i0, i1 = apply(libdevice.cyl_bessel_i0, x), apply(libdevice.cyl_bessel_i1, x)
+    np.testing.assert_array_equal(i0[[0, 1, 5, 6]], np.inf)
+    np.testing.assert_array_equal(i1[[0, 1, 5, 6]], [np.inf, -np.inf, np.inf, -np.inf])
+    assert np.isnan(i0[2]) and np.isnan(i1[2])
+    assert i0[3] == 1 and i1[3] == 0 and np.signbit(i1[3])
+    # I0(713.98) = 1.785325134768229e308 and I1 = 1.784074433667637e308 (mpmath): finite
+    np.testing.assert_allclose([i0[4], i1[4]], [1.785325134768229e308, 1.784074433667637e308], rtol=4e-15)
+
+
+# -- llrint ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_llrint_rounds_half_to_even_into_int64(dtype):
+    big = 2.0 ** 62
+    x = with_specials(sample(-1e6, 1e6), 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e15 + 0.5, big, -big)
+    x = x.astype(dtype)
+    got = apply(libdevice.llrint, x, out_dtype=np.int64)
+    np.testing.assert_array_equal(got, np.rint(x).astype(np.int64))
+    assert list(got[-9:-3]) == [0, 2, 2, 0, -2, -2]
+
+
+def test_llrint_saturates_and_maps_nan_to_zero():
+    x = np.array([np.nan, np.inf, -np.inf, 1e19, -1e19, 2.0 ** 63])
+    got = apply(libdevice.llrint, x, out_dtype=np.int64)
+    top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    np.testing.assert_array_equal(got, [0, top, bottom, top, bottom, top])
+
+
 # -- directed rounding: exact, against rational arithmetic ------------------------------------------
 FORMATS = {np.float32: (24, -126, 127), np.float64: (53, -1022, 1023)}
 
@@ -316,11 +362,14 @@ def test_reciprocal_roots_and_norms(dtype):
     assert list(apply(libdevice.rcbrt, x)[-4:]) == [np.inf, -np.inf, 0.0, -0.5]
 
 
-def test_saturatef_fast_dividef():
+def test_saturatef_fast_dividef_fast_tanhf():
     x = np.array([-1.0, 0.25, 1.0, 3.0, -0.0, np.nan, np.inf, -np.inf], np.float32)
     np.testing.assert_array_equal(apply(libdevice.saturatef, x), [0, 0.25, 1, 1, 0, 0, 1, 0])
     y = np.full_like(x, 4.0)
     np.testing.assert_array_equal(apply(libdevice.fast_dividef, x, y), x / y)
+    t = sample(-5, 5).astype(np.float32)
+    assert_accurate(apply(libdevice.fast_tanhf, t), np.tanh(t.astype(np.float64)), np.float32,
+                    ulps=2, what="fast_tanhf")
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -351,6 +400,14 @@ def test_ffs_and_mulhi():
             got = apply(libdevice.mulhi, a, b)
             want = np.array([(int(p) * int(q)) >> bits for p, q in zip(a, b)], dtype=object)
             np.testing.assert_array_equal(got.astype(object), want.astype(kind_).astype(object))
+
+
+def test_every_naiad_symbol_has_a_cpu_implementation():
+    symbols = {symbol for table in libdevice.SIGNATURES.values() for symbol, _ in table.values()
+               if symbol.startswith("__naiad_")}
+    missing = sorted(s for s in symbols if s not in NAIAD_FUNCTIONS and s not in mathlib.FUNCTIONS)
+    assert not missing
+    assert not set(mathlib.FUNCTIONS) - symbols, "an implementation no libdevice function calls"
 
 
 # -- errors ------------------------------------------------------------------------------------------

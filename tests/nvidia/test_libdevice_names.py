@@ -1,20 +1,23 @@
 """libdevice on the cuda backend without a GPU: every function of
 `naiad.language.extra.libdevice` resolves to a function NVIDIA's libdevice defines (or to
-Naiad's own IR)."""
+Naiad's own IR), and the functions Inductor calls compile to PTX through ``__nv_`` calls
+(``cyl_bessel_i0`` -> ``__nv_cyl_bessel_i0f``), not through the CPU's implementations."""
 
 from __future__ import annotations
 
+import re
 
 import llvmlite.ir as ir
 import pytest
 
+import naiad
 import naiad.language as tl
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.elementwise import Lowering
 from naiad.codegen.hooks import NAIAD_FUNCTIONS
 from naiad.language.extra import libdevice
 
-from .conftest import libdevice_path, needs_libdevice
+from .conftest import compile_cuda, libdevice_path, needs_libdevice
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -60,3 +63,36 @@ def test_every_libdevice_function_resolves_to_an_nv_function():
             elif called not in defined:
                 unresolved.append(f"libdevice.{name}{arg_types} -> {called}")
     assert not unresolved
+
+
+@naiad.jit
+def inductor_math(x, out_ptr, i_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + offs)
+    r = libdevice.cyl_bessel_i0(v) + libdevice.cyl_bessel_i1(v) + libdevice.erfinv(v * 0.5)
+    r += libdevice.erfcx(v) + libdevice.normcdfinv(v * 0.25 + 0.5) + libdevice.add_rz(v, v)
+    tl.store(out_ptr + offs, r)
+    tl.store(i_ptr + offs, libdevice.llrint(v))
+
+
+@needs_libdevice
+@pytest.mark.parametrize("dtype,suffix", [("fp32", "f"), ("fp64", "")])
+def test_inductor_functions_compile_to_ptx_through_libdevice(monkeypatch, dtype, suffix):
+    from naiad.backends.cuda import target
+
+    declared = []
+    link = target.link_libdevice
+
+    def spy(llir, kernel):
+        declared.extend(re.findall(r"^declare [^\n]*@\"?(__nv_\w+)", llir, re.M))
+        return link(llir, kernel)
+
+    monkeypatch.setattr(target, "link_libdevice", spy)
+    monkeypatch.setattr(naiad.knobs.compilation, "always_compile", True)
+    signature = {"x": f"*{dtype}", "out_ptr": f"*{dtype}", "i_ptr": "*i64"}
+    ptx = compile_cuda(inductor_math, signature, {"BLOCK": 128}).asm["ptx"]
+    add = f"__nv_fadd_rz" if suffix else "__nv_dadd_rz"
+    expected = {f"__nv_cyl_bessel_i0{suffix}", f"__nv_cyl_bessel_i1{suffix}", f"__nv_erfinv{suffix}",
+                f"__nv_erfcx{suffix}", f"__nv_normcdfinv{suffix}", f"__nv_llrint{suffix}", add}
+    assert expected <= set(declared), sorted(declared)
+    assert not re.search(r"\.extern\s+\.func", ptx), "a libdevice function is left unresolved"

@@ -9,6 +9,7 @@ the rule's ``ctx`` and the argument values); `FUNCTIONS` here is their union.
 
 from __future__ import annotations
 
-from naiad.codegen.mathlib import elementary, erf, integer, rounding
+from naiad.codegen.mathlib import bessel, elementary, erf, integer, rounding
 
-FUNCTIONS = {**rounding.FUNCTIONS, **elementary.FUNCTIONS, **integer.FUNCTIONS, **erf.FUNCTIONS}
+FUNCTIONS = {**rounding.FUNCTIONS, **elementary.FUNCTIONS, **integer.FUNCTIONS, **erf.FUNCTIONS,
+             **bessel.FUNCTIONS}

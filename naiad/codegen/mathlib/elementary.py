@@ -1,6 +1,7 @@
 """libdevice's elementary functions that C lacks, built on C's: ``sinpi`` / ``cospi`` (exact
-argument reduction), ``rcbrt``, ``rhypot``, ``saturatef``, ``pown``, and the fast fp32 division
-that is the plain one off NVIDIA hardware (``fast_dividef``)."""
+argument reduction), ``rcbrt``, ``rhypot``, ``saturatef``, ``pown``, ``llrint``, and the fast
+fp32 versions that are the plain function off NVIDIA hardware (``fast_dividef``,
+``fast_tanhf``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen.mathlib.arith import both_types, const, copysign, libm
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.mathlib.arith import both_types, const, copysign, libm, same_shape
 
 
 def _half_turns(ctx: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
@@ -75,14 +77,27 @@ def _pown(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return libm(ctx, "pow", x, ctx.b.sitofp(n, x.type))
 
 
+def _llrint(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    """Rounded to the nearest integer (ties to even) as an ``int64``; out of range saturates and
+    NaN gives 0, as NVIDIA's ``cvt.rni.s64`` (C leaves both unspecified)."""
+    (x,) = args
+    nearest = ctx.intrinsic("rint", [x])
+    return ctx.hooks.float_to_int(ctx, nearest, same_shape(ctx, lt.I64), signed=True)
+
+
 def _fast_divide(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return ctx.b.fdiv(*args)
+
+
+def _fast_tanh(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    return libm(ctx, "tanh", args[0])
 
 
 #: libdevice symbol -> lowering.
 FUNCTIONS = {
     **both_types("sinpi", _sinpi), **both_types("cospi", _cospi),
     **both_types("rcbrt", _rcbrt), **both_types("rhypot", _rhypot),
-    **both_types("pown", _pown),
+    **both_types("pown", _pown), **both_types("llrint", _llrint),
     "__naiad_saturatef": _saturate, "__naiad_fast_dividef": _fast_divide,
+    "__naiad_fast_tanhf": _fast_tanh,
 }

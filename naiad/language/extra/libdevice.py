@@ -50,7 +50,8 @@ _BINARY_FLOAT = ("pow", "atan2", "fmod", "remainder", "hypot", "copysign", "fmin
                  "nextafter")
 # Functions with no C library equivalent: backends implement ``__naiad_<name>[f]``.
 _UNARY_NAIAD = ("rsqrt", "rcp", "erfinv", "erfcinv", "erfcx", "normcdf", "normcdfinv", "sinpi",
-                "cospi", "sqrt_rn", "fast_exp", "fast_log", "rcbrt")
+                "cospi", "sqrt_rn", "fast_exp", "fast_log", "rcbrt", "cyl_bessel_i0",
+                "cyl_bessel_i1")
 _BINARY_NAIAD = ("div_rn", "div_rz", "div_rd", "div_ru", "add_rn", "add_rz", "add_rd", "add_ru",
                  "mul_rn", "mul_rz", "mul_rd", "mul_ru", "rhypot")
 
@@ -75,9 +76,13 @@ _define("finitef", 1, {(_F32,): ("__naiad_isfinitef", _I32)})
 _define("signbit", 1, _float_table("__naiad_signbit", 1, _I32, _I32))
 _define("ldexp", 2, {(_F32, _I32): ("ldexpf", _F32), (_F64, _I32): ("ldexp", _F64)})
 _define("pown", 2, {(_F32, _I32): ("__naiad_pownf", _F32), (_F64, _I32): ("__naiad_pown", _F64)})
+# Rounded to nearest even, as int64; saturating, NaN -> 0 (NVIDIA's cvt.rni; C's llrint leaves
+# both unspecified).
+_define("llrint", 1, _float_table("__naiad_llrint", 1, _I64, _I64))
 # fp32 only, as in Triton.
 _define("saturatef", 1, {(_F32,): ("__naiad_saturatef", _F32)})
 _define("fast_dividef", 2, {(_F32, _F32): ("__naiad_fast_dividef", _F32)})
+_define("fast_tanhf", 1, {(_F32,): ("__naiad_fast_tanhf", _F32)})
 _define("ilogb", 1, _float_table("ilogb", 1, _I32, _I32))
 _define("logb", 1, _float_table("logb", 1))
 _define("clz", 1, {(_I32,): ("__naiad_clz", _I32), (_I64,): ("__naiad_clzll", _I32)})
