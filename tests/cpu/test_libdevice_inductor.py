@@ -402,6 +402,15 @@ def test_ffs_and_mulhi():
             np.testing.assert_array_equal(got.astype(object), want.astype(kind_).astype(object))
 
 
+def test_isnan_isinf_finitef_return_booleans_as_in_triton():
+    x = np.array([0.0, np.nan, np.inf, -np.inf, 1e-45], np.float32)
+    assert list(apply(libdevice.isnan, x, out_dtype=np.bool_)) == [False, True, False, False, False]
+    assert list(apply(libdevice.isinf, x, out_dtype=np.bool_)) == [False, False, True, True, False]
+    assert list(apply(libdevice.finitef, x, out_dtype=np.bool_)) == [True, False, False, False, True]
+    wide = x.astype(np.float64)
+    assert list(apply(libdevice.isfinited, wide, out_dtype=np.int32)) == [1, 0, 0, 0, 1]
+
+
 def test_every_naiad_symbol_has_a_cpu_implementation():
     symbols = {symbol for table in libdevice.SIGNATURES.values() for symbol, _ in table.values()
                if symbol.startswith("__naiad_")}

@@ -26,13 +26,16 @@ def _float_table(c_name: str, arity: int, ret32=None, ret64=None) -> dict:
     return {(_F32,) * arity: (c_name + "f", ret32 or _F32), (_F64,) * arity: (c_name, ret64 or _F64)}
 
 
-def _define(name: str, arity: int, table: dict) -> None:
+def _define(name: str, arity: int, table: dict, as_dtype: core.dtype | None = None) -> None:
+    """``libdevice.<name>``; ``as_dtype``: its result converted, as Triton's ``isnan`` returns
+    ``int1`` where the library function returns ``int32``."""
     params = [f"arg{i}" for i in range(arity)]
 
     def fn(*args):
         if len(args) != arity:
             raise TypeError(f"libdevice.{name} takes {arity} argument(s), got {len(args)}")
-        return extern_elementwise("libdevice", "", list(args), table, True)
+        result = extern_elementwise("libdevice", "", list(args), table, True)
+        return result if as_dtype is None else core.cast(result, as_dtype)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = __name__
@@ -69,10 +72,10 @@ for _rounding in ("rn", "rz", "rd", "ru"):
     _define(f"fma_{_rounding}", 3, _float_table(f"__naiad_fma_{_rounding}", 3))
 _define("abs", 1, {(_I32,): ("abs", _I32), (_I64,): ("llabs", _I64),
                    (_F32,): ("fabsf", _F32), (_F64,): ("fabs", _F64)})
-_define("isnan", 1, _float_table("__naiad_isnan", 1, _I32, _I32))
-_define("isinf", 1, _float_table("__naiad_isinf", 1, _I32, _I32))
+_define("isnan", 1, _float_table("__naiad_isnan", 1, _I32, _I32), core.int1)
+_define("isinf", 1, _float_table("__naiad_isinf", 1, _I32, _I32), core.int1)
 _define("isfinited", 1, {(_F64,): ("__naiad_isfinite", _I32)})
-_define("finitef", 1, {(_F32,): ("__naiad_isfinitef", _I32)})
+_define("finitef", 1, {(_F32,): ("__naiad_isfinitef", _I32)}, core.int1)
 _define("signbit", 1, _float_table("__naiad_signbit", 1, _I32, _I32))
 _define("ldexp", 2, {(_F32, _I32): ("ldexpf", _F32), (_F64, _I32): ("ldexp", _F64)})
 _define("pown", 2, {(_F32, _I32): ("__naiad_pownf", _F32), (_F64, _I32): ("__naiad_pown", _F64)})
