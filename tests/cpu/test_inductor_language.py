@@ -1,8 +1,9 @@
 """Language features that PyTorch Inductor's generated kernels and helpers rely on, run on the
 CPU backend: externs whose arguments broadcast like a binary operator's, functions marked the
 way Triton marks its builtins (``__triton_builtin__``, called with ``_semantic=`` or
-``_builder=``), ``tl.core._unwrap_if_constexpr`` and the ``logical_and`` / ``logical_or``
-tensor methods."""
+``_builder=``), ``tl.core._unwrap_if_constexpr``, the ``logical_and`` / ``logical_or`` tensor
+methods; every ``libdevice.``, ``tl.``, ``tl.math.`` and ``tl_math.`` name of torch 2.13's
+Triton code generator and helpers, and the idioms its kernels are made of."""
 
 from __future__ import annotations
 
@@ -191,3 +192,72 @@ def _line_of(marker: str) -> int:
     with open(__file__) as f:
         (line,) = [i + 1 for i, text in enumerate(f) if text.rstrip().endswith(f"# E:{marker}")]
     return line
+
+
+# -- every name Inductor's generated code and helpers use exists ------------------------------------
+#: Torch 2.13's files that write or hold Triton code.
+INDUCTOR_FILES = ("runtime/triton_helpers.py", "codegen/triton.py", "codegen/common.py",
+                  "codegen/triton_split_scan.py", "codegen/triton_combo_kernel.py",
+                  "codegen/simd.py", "select_algorithm.py")
+#: Names those files mention outside code (a docstring of triton.py says "storing tl.bool").
+NOT_CODE = {("tl", "bool")}
+
+
+def test_every_name_inductor_calls_exists():
+    import importlib.util
+    import io
+    import re
+    import tokenize
+    from pathlib import Path
+
+    import naiad.language.math as tl_math
+    from naiad.language import core
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        pytest.skip("torch is not installed")
+    root = Path(spec.origin).parent / "_inductor"
+    namespaces = {"libdevice": libdevice, "tl_math": tl_math, "tl.math": tl_math, "tl.core": core,
+                  "tl": tl}
+    pattern = re.compile(r"\b(libdevice|tl_math|tl\.math|tl\.core|tl)\.([A-Za-z_]\w*)\b(?!\{)")
+    used = set()
+    for name in INDUCTOR_FILES:
+        source = (root / name).read_text()
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        code = " ".join(t.string for t in tokens if t.type != tokenize.COMMENT)
+        used |= {m.groups() for m in pattern.finditer(code)}
+    assert {("libdevice", "cyl_bessel_i0"), ("libdevice", "llrint"), ("tl_math", "abs")} <= used
+    missing = sorted(f"{space}.{name}" for space, name in used - NOT_CODE
+                     if not hasattr(namespaces[space], name))
+    assert not missing
+
+
+@naiad.jit
+def inductor_idioms(x, mantissa_ptr, exponent_ptr, flags_ptr, rounded_ptr, BLOCK: tl.constexpr):
+    """What Inductor writes: frexp from ilogb and ldexp, booleans from isinf/isnan, signbit
+    compared with 0, llrint to an index, nearbyint for round(x, 3), mul_rn."""
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + offs)
+    zero = v == 0
+    not_finite = libdevice.isinf(v).to(tl.int1) | libdevice.isnan(v).to(tl.int1)
+    special = zero | not_finite
+    safe = tl.where(special, 1.0, v)
+    e = libdevice.ilogb(safe) + 1
+    tl.store(exponent_ptr + offs, tl.where(special, 0, e))
+    tl.store(mantissa_ptr + offs, tl.where(zero, 0, tl.where(not_finite, v, libdevice.ldexp(safe, -e))))
+    tl.store(flags_ptr + offs, (libdevice.signbit(v) != 0).to(tl.int32) + 2 * not_finite.to(tl.int32))
+    index = libdevice.llrint(v).to(tl.int64)
+    tl.store(rounded_ptr + offs, libdevice.nearbyint(1e3 * libdevice.mul_rn(v, 1.0)) * 1e-3 + index)
+
+
+def test_inductor_idioms():
+    x = np.array([0.0, -0.0, 1.0, -3.5, 6.25e-3, np.inf, -np.inf, np.nan], np.float64)
+    mantissa, exponent = np.zeros_like(x), np.zeros(8, np.int32)
+    flags, rounded = np.zeros(8, np.int32), np.zeros_like(x)
+    inductor_idioms[(1,)](x, mantissa, exponent, flags, rounded, BLOCK=8)
+    want_m, want_e = np.frexp(x[:5])
+    np.testing.assert_array_equal(mantissa[:5], want_m)
+    np.testing.assert_array_equal(exponent[:5], want_e)
+    np.testing.assert_array_equal(mantissa[5:], x[5:])
+    np.testing.assert_array_equal(flags, [0, 1, 0, 1, 0, 2, 3, 2 + np.signbit(x[7])])
+    np.testing.assert_allclose(rounded[:5], np.round(x[:5], 3) + np.rint(x[:5]), rtol=1e-15)
