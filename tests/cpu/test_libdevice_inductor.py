@@ -115,7 +115,8 @@ def test_erfinv(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_erfcinv(dtype):
     low = -37 if dtype == np.float32 else -300
-    x = with_specials(np.concatenate([sample(0, 2), np.logspace(low, 0, 400), 2 - np.logspace(-15, 0, 200)]),
+    near_two = 2 - np.logspace(-15, 0, 200)
+    x = with_specials(np.concatenate([sample(0, 2), np.logspace(low, 0, 400), near_two]),
                       0.0, 2.0, 1.0, -0.5, 2.5, np.nan, np.inf)
     x = x.astype(dtype)
     got = apply(libdevice.erfcinv, x)
@@ -126,7 +127,8 @@ def test_erfcinv(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_normcdfinv_is_ndtri(dtype):
     low = -37 if dtype == np.float32 else -300
-    x = with_specials(np.concatenate([sample(0, 1), np.logspace(low, -0.3, 400), 1 - np.logspace(-15, -0.3, 200)]),
+    near_one = 1 - np.logspace(-15, -0.3, 200)
+    x = with_specials(np.concatenate([sample(0, 1), np.logspace(low, -0.3, 400), near_one]),
                       0.0, 1.0, 0.5, -0.1, 1.1, np.nan)
     x = x.astype(dtype)
     got = apply(libdevice.normcdfinv, x)
@@ -138,7 +140,8 @@ def test_erfcinv_of_subnormals():
     x = np.array([5e-324, 1e-320, 2.2250738585072014e-308 / 3])
     got = apply(libdevice.erfcinv, x)
     with mpmath.workdps(40):
-        want = [float(mpmath.findroot(lambda t: mpmath.log(mpmath.erfc(t)) - mpmath.log(c), 27)) for c in x]
+        want = [float(mpmath.findroot(lambda t: mpmath.log(mpmath.erfc(t)) - mpmath.log(c), 27))
+                for c in x]
     assert_accurate(got, want, np.float64, what="erfcinv of subnormals")
 
 
@@ -203,7 +206,8 @@ def test_cyl_bessel_at_infinity_and_near_overflow():
     assert np.isnan(i0[2]) and np.isnan(i1[2])
     assert i0[3] == 1 and i1[3] == 0 and np.signbit(i1[3])
     # I0(713.98) = 1.785325134768229e308 and I1 = 1.784074433667637e308 (mpmath): finite
-    np.testing.assert_allclose([i0[4], i1[4]], [1.785325134768229e308, 1.784074433667637e308], rtol=4e-15)
+    np.testing.assert_allclose([i0[4], i1[4]], [1.785325134768229e308, 1.784074433667637e308],
+                               rtol=4e-15)
 
 
 # -- llrint ----------------------------------------------------------------------------------------
@@ -320,9 +324,9 @@ def test_exact_zero_sums_are_negative_rounding_down(dtype):
     for mode in ("rn", "rz", "ru", "rd"):
         total = apply(getattr(libdevice, f"add_{mode}"), a, b)
         fused = apply(getattr(libdevice, f"fma_{mode}"), a, np.ones_like(a), b)
-        expected = [True, False, True, True, True] if mode == "rd" else [False, False, False, True, False]
-        assert list(np.signbit(total)) == expected, (mode, total)
-        assert list(np.signbit(fused)) == expected, (mode, fused)
+        negative = [True, False, True, True, True] if mode == "rd" else [False, False, False, True, False]
+        assert list(np.signbit(total)) == negative, (mode, total)
+        assert list(np.signbit(fused)) == negative, (mode, fused)
 
 
 # -- the other functions without a C equivalent ------------------------------------------------------

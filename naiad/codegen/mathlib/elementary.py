@@ -30,7 +30,8 @@ def _by_quadrant(ctx: Any, quadrant: ir.Value, values: list[ir.Value]) -> ir.Val
     b = ctx.b
     result = values[3]
     for q in (2, 1, 0):
-        result = b.select(b.fcmp_ordered("==", quadrant, const(ctx, quadrant, float(q))), values[q], result)
+        is_q = b.fcmp_ordered("==", quadrant, const(ctx, quadrant, float(q)))
+        result = b.select(is_q, values[q], result)
     return result
 
 
@@ -67,7 +68,8 @@ def _rhypot(ctx: Any, args: list[ir.Value]) -> ir.Value:
 def _saturate(ctx: Any, args: list[ir.Value]) -> ir.Value:
     """``x`` clamped to [0, 1]; NaN gives 0 (``maxnum`` ignores a NaN operand)."""
     (x,) = args
-    return ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, const(ctx, x, 0.0)]), const(ctx, x, 1.0)])
+    at_least_zero = ctx.intrinsic("maxnum", [x, const(ctx, x, 0.0)])
+    return ctx.intrinsic("minnum", [at_least_zero, const(ctx, x, 1.0)])
 
 
 def _pown(ctx: Any, args: list[ir.Value]) -> ir.Value:

@@ -25,6 +25,7 @@ precision approximation (M. Giles, "Approximating the erfinv function", GPU Comp
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import llvmlite.ir as ir
@@ -113,7 +114,8 @@ def _erfc_inverse_tail(ctx: Any, c: ir.Value) -> ir.Value:
     asymptotic = b.fadd(b.fsub(b.fsub(t, const(ctx, c, LOG_SQRT_PI)),
                                b.fmul(const(ctx, c, 0.5), libm(ctx, "log", t))),
                         libm(ctx, "log1p", b.fdiv(const(ctx, c, -0.5), t)))
-    s = b.select(b.fcmp_ordered("<", w, const(ctx, c, GILES_LIMIT)), b.fmul(first, first), asymptotic)
+    in_giles_range = b.fcmp_ordered("<", w, const(ctx, c, GILES_LIMIT))
+    s = b.select(in_giles_range, b.fmul(first, first), asymptotic)
     for _ in range(2):
         x = libm(ctx, "sqrt", s)
         scaled = _erfcx(ctx, x)
@@ -141,8 +143,8 @@ def _erfcinv_double(ctx: Any, c: ir.Value) -> ir.Value:
     near = _erfinv_central(ctx, b.fsub(one, c))
     upper = b.fneg(_erfc_inverse_tail(ctx, b.fsub(two, c)))
     result = b.select(low, _erfc_inverse_tail(ctx, c), b.select(high, upper, near))
-    result = b.select(b.fcmp_ordered("==", c, const(ctx, c, 0.0)), const(ctx, c, float("inf")), result)
-    return b.select(b.fcmp_ordered("==", c, two), const(ctx, c, float("-inf")), result)
+    result = b.select(b.fcmp_ordered("==", c, const(ctx, c, 0.0)), const(ctx, c, math.inf), result)
+    return b.select(b.fcmp_ordered("==", c, two), const(ctx, c, -math.inf), result)
 
 
 def _normcdf_double(ctx: Any, x: ir.Value) -> ir.Value:

@@ -82,7 +82,8 @@ def _zero_sum_sign(ctx: Any, result: ir.Value, error: ir.Value, first: ir.Value,
     b = ctx.b
     exact_zero = b.and_(b.fcmp_ordered("==", result, const(ctx, result, 0.0)),
                         b.fcmp_ordered("==", error, const(ctx, error, 0.0)))
-    first_bits, second_bits = b.bitcast(first, _bits_type(ctx, first)), b.bitcast(second, _bits_type(ctx, second))
+    first_bits = b.bitcast(first, _bits_type(ctx, first))
+    second_bits = b.bitcast(second, _bits_type(ctx, second))
     both_plus = b.and_(b.icmp_unsigned("==", first_bits, const(ctx, first_bits, 0)),
                        b.icmp_unsigned("==", second_bits, const(ctx, second_bits, 0)))
     negative_zero = const(ctx, result, -0.0)
