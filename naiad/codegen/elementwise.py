@@ -483,12 +483,18 @@ def _clampf(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
 
 @rule(tt.MulhiUIOp)
 def _mulhi(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    width = lt.scalar_of(args[0].type).width
+    return unsigned_high_half(ctx, *args)
+
+
+def unsigned_high_half(ctx: Lowering, a: ir.Value, b: ir.Value) -> ir.Value:
+    """The high half of the unsigned product of two integers (``tl.umulhi``), through an
+    integer twice as wide where the target has one."""
+    width = lt.scalar_of(a.type).width
     if 2 * width > ctx.hooks.widest_integer:
-        return _mulhi_by_halves(ctx, *args)
+        return _mulhi_by_halves(ctx, a, b)
     wide = lt.vector(ir.IntType(2 * width), ctx.lanes)
-    product = ctx.b.mul(ctx.b.zext(args[0], wide), ctx.b.zext(args[1], wide))
-    return ctx.b.trunc(ctx.b.lshr(product, ctx.const(ir.IntType(2 * width), width)), args[0].type)
+    product = ctx.b.mul(ctx.b.zext(a, wide), ctx.b.zext(b, wide))
+    return ctx.b.trunc(ctx.b.lshr(product, ctx.const(ir.IntType(2 * width), width)), a.type)
 
 
 def _mulhi_by_halves(ctx: Lowering, a: ir.Value, b: ir.Value) -> ir.Value:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
-from naiad.codegen import elementwise, fp8, llvm_types as lt
+from naiad.codegen import elementwise, fp8, llvm_types as lt, mathlib
 
 #: C math function (fp32 spelling without the trailing "f") -> LLVM intrinsic.
 INTRINSICS = {
@@ -63,10 +63,6 @@ def _rsqrt(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return _reciprocal(ctx, [ctx.intrinsic("sqrt", args)])
 
 
-def _divide(ctx: Any, args: list[ir.Value]) -> ir.Value:
-    return ctx.b.fdiv(args[0], args[1])
-
-
 def _bit_intrinsic(name: str, result_width: int | None = None) -> Callable:
     def lower(ctx: Any, args: list[ir.Value]) -> ir.Value:
         t = args[0].type
@@ -95,8 +91,6 @@ NAIAD_FUNCTIONS: dict[str, Callable[[Any, list[ir.Value]], ir.Value]] = {
     "__naiad_rcp": _reciprocal, "__naiad_rcpf": _reciprocal,
     "__naiad_sqrt_rn": lambda ctx, a: ctx.intrinsic("sqrt", a),
     "__naiad_sqrt_rnf": lambda ctx, a: ctx.intrinsic("sqrt", a),
-    "__naiad_div_rn": _divide, "__naiad_div_rnf": _divide,
-    "__naiad_fast_dividef": _divide, "__naiad_fast_dividef_f": _divide,
     "__naiad_fast_exp": lambda ctx, a: ctx.intrinsic("exp", a),
     "__naiad_fast_expf": lambda ctx, a: ctx.intrinsic("exp", a),
     "__naiad_fast_log": lambda ctx, a: ctx.intrinsic("log", a),
@@ -127,8 +121,9 @@ class TargetHooks:
     widest_integer: int = 128
 
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
-        """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``."""
-        own = NAIAD_FUNCTIONS.get(symbol)
+        """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``: Naiad's own
+        functions are computed in LLVM IR (`NAIAD_FUNCTIONS`, then `naiad.codegen.mathlib`)."""
+        own = NAIAD_FUNCTIONS.get(symbol) or mathlib.FUNCTIONS.get(symbol)
         if own is not None:
             return own(ctx, args)
         intrinsic = INTRINSICS.get(c_base_name(symbol, ret))

@@ -852,7 +852,7 @@ class CodeGenerator(ast.NodeVisitor):
         return self.module.call_jit(fn, args, kwargs, self, node)
 
     def call_builtin(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
-        return fn(*args, **kwargs)
+        return fn(*args, **kwargs, **core.builtin_keywords(fn))
 
     def call_range(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
         return fn(*[_unwrap(a) if not _is_runtime(a) else a for a in args],

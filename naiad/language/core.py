@@ -14,6 +14,7 @@ import builtins as _builtins
 import contextlib
 import enum
 import functools
+import inspect
 import operator
 import threading
 from typing import Any, Callable, Iterator, Sequence
@@ -112,7 +113,21 @@ def builtin(fn: Callable) -> Callable:
 
 
 def is_builtin(fn: Any) -> bool:
-    return getattr(fn, "__naiad_builtin__", False) is True
+    """Naiad's builtins, and functions marked the way Triton marks its own
+    (``__triton_builtin__ = True``: Inductor's ``triton_helpers`` defines such helpers)."""
+    return getattr(fn, "__naiad_builtin__", False) is True or \
+        getattr(fn, "__triton_builtin__", False) is True
+
+
+def builtin_keywords(fn: Any) -> dict[str, Any]:
+    """The keyword arguments a Triton-marked builtin is called with besides its own, as Triton
+    passes them: ``_semantic`` (Triton >= 3.4) and ``_builder`` (before) when its signature
+    names them, each the semantic object building the kernel.  Naiad's builtins take none:
+    they find it with `current_semantic`."""
+    if getattr(fn, "__naiad_builtin__", False) is True:
+        return {}
+    parameters = inspect.signature(fn).parameters
+    return {name: current_semantic() for name in ("_semantic", "_builder") if name in parameters}
 
 
 class constexpr:
@@ -148,6 +163,22 @@ class constexpr:
 
 def _unwrap(value: Any) -> Any:
     return value.value if isinstance(value, constexpr) else value
+
+
+def _unwrap_if_constexpr(value: Any) -> Any:
+    """Triton's name for unwrapping, which kernels call too (Inductor's helpers: ``DTYPE =
+    tl.core._unwrap_if_constexpr(DTYPE)``): a constexpr's value, lists and tuples element by
+    element, anything else (a tensor) as it is."""
+    if isinstance(value, list):
+        return [_unwrap_if_constexpr(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_unwrap_if_constexpr(v) for v in value)
+    return _unwrap(value)
+
+
+# Callable inside kernels on any value (the code generator passes it the values as they are)
+# and outside them, as in Triton: a builtin without `builtin`'s check for a kernel.
+_unwrap_if_constexpr.__naiad_builtin__ = True  # type: ignore[attr-defined]
 
 
 def _unwrap_shape(shape: Any) -> list[int]:
@@ -235,9 +266,6 @@ class tensor:
     def __invert__(self): return _sem().invert(self)
     def __not__(self): return _sem().logical_not(self)
 
-    def logical_and(self, o): return logical_and(self, o)
-    def logical_or(self, o): return logical_or(self, o)
-
     # shape -------------------------------------------------------------------------------
     def __getitem__(self, index: Any) -> "tensor":
         return _sem().subscript(self, index)
@@ -294,7 +322,8 @@ TENSOR_MEMBERS = (
     "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "reduce", "associative_scan", "cdiv",
     "sigmoid", "softmax", "ravel", "max", "min", "argmax", "argmin", "sum", "xor_sum", "reduce_or",
     "cumsum", "cumprod", "sort", "flip", "gather", "histogram", "exp", "exp2", "log", "log2",
-    "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil", "item")
+    "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "erf", "floor", "ceil", "item",
+    "logical_and", "logical_or")
 for _name in TENSOR_MEMBERS:
     setattr(tensor, _name, _member(_name))
 tensor.to = _member("cast")   # x.to(dtype, fp_downcast_rounding, bitcast)

@@ -23,7 +23,6 @@ def _match(args: list[tensor], table: dict[tuple, tuple]) -> tuple[tuple, tuple]
     key = tuple(a.dtype for a in args)
     if key in table:
         return key, table[key]
-    semantic = core.current_semantic()
     common = args[0].dtype
     for a in args[1:]:
         common = semantic_promote(common, a.dtype)
@@ -33,6 +32,16 @@ def _match(args: list[tensor], table: dict[tuple, tuple]) -> tuple[tuple, tuple]
     accepted = ", ".join("(" + ", ".join(str(t) for t in row) + ")" for row in table)
     raise TypeError(f"no version of this function takes ({', '.join(str(t) for t in key)}); "
                     f"it accepts {accepted} -- fix: convert the arguments, e.g. .to(tl.float32)")
+
+
+def _broadcast_all(semantic: Any, values: list[tensor]) -> list[tensor]:
+    """The arguments broadcast to one shape, pairwise as a binary operator's operands are
+    (Triton's rule for every extern: ``ldexp(x, tl.full([1], 3, tl.int32))`` with ``x`` of
+    shape [128] gives [128]); the broadcasts made only to find the shape are dead code."""
+    widest = values[0]
+    for v in values[1:]:
+        widest, _ = semantic.broadcast_pair(widest, v)
+    return [semantic.broadcast_pair(v, widest)[0] for v in values]
 
 
 def semantic_promote(a: Any, b: Any) -> Any:
@@ -48,12 +57,8 @@ def extern_elementwise(lib_name: str, lib_path: str, args: list, arg_type_symbol
     semantic = core.current_semantic()
     values = [core._t(a) for a in core._unwrap(args)]
     types, (symbol, ret) = _match(values, core._unwrap(arg_type_symbol_dict))
-    values = [semantic.cast(v, t) for v, t in zip(values, types)]
-    shape: list[int] = []
-    for v in values:
-        if v.type.is_block():
-            shape = list(v.type.get_block_shapes())
-    values = [semantic.broadcast_to(v, shape) if shape else v for v in values]
+    values = _broadcast_all(semantic, [semantic.cast(v, t) for v, t in zip(values, types)])
+    shape = values[0].shape
     out = core.block_type(ret, shape) if shape else ret
     op = tt.ExternElementwiseOp.build(
         operands=[[v.handle for v in values]], result_types=[semantic.ir_type(out)],

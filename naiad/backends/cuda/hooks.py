@@ -38,8 +38,17 @@ def _is_tensor_map(mlir_type: Any) -> bool:
 #: C math names (fp32 spelling without "f") that NVPTX lowers natively; the rest is libdevice.
 _NATIVE = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "nearbyint", "fma", "fmin", "fmax",
            "copysign"}
-#: Naiad libdevice names (``__naiad_`` + this) that are libdevice's own fast versions.
-_FAST = {"fast_exp": "fast_exp", "fast_log": "fast_log"}
+_ROUNDINGS = ("rn", "rz", "rd", "ru")
+#: Naiad libdevice names (``__naiad_`` + key) that NVIDIA's libdevice spells differently
+#: (``__nv_`` + value); the others are ``__nv_`` + the same name.  The fast fp32 exp and log
+#: are libdevice's own, not the shared IR of `naiad.codegen.hooks.NAIAD_FUNCTIONS`.
+_LIBDEVICE_NAMES = {
+    "fast_expf": "fast_expf", "fast_logf": "fast_logf", "fast_exp": "exp", "fast_log": "log",
+    "fast_dividef": "fast_fdividef", "pownf": "powif", "pown": "powi",
+    **{f"{op}_{r}f": f"f{op}_{r}" for op in ("add", "mul", "div") for r in _ROUNDINGS},
+    **{f"{op}_{r}": f"d{op}_{r}" for op in ("add", "mul", "div") for r in _ROUNDINGS},
+    **{f"fma_{r}f": f"fmaf_{r}" for r in _ROUNDINGS},
+}
 
 
 _APPROXIMATE = {"div": "div.full.f32", "sqrt": "sqrt.approx.f32", "rsqrt": "rsqrt.approx.f32"}
@@ -271,14 +280,11 @@ class NVPTXHooks(GPUHooks):
         if symbol in _FAST_F32 and ctx.lanes == 1 and scalar == lt.F32:
             return _FAST_F32[symbol](ctx, args)
         if symbol.startswith("__naiad_"):
-            base = symbol[len("__naiad_"):].rstrip("f") if symbol.endswith("f") else symbol[len("__naiad_"):]
-            if base in _FAST:
-                name = f"__nv_{_FAST[base]}f" if scalar == lt.F32 else f"__nv_{base[len('fast_'):]}"
-                return self.library_call(ctx, name, args, ret)
+            name = symbol[len("__naiad_"):]
             own = NAIAD_FUNCTIONS.get(symbol)
-            if own is not None:
+            if own is not None and name not in _LIBDEVICE_NAMES:
                 return own(ctx, args)
-            return self.library_call(ctx, "__nv_" + symbol[len("__naiad_"):], args, ret)
+            return self.library_call(ctx, "__nv_" + _LIBDEVICE_NAMES.get(name, name), args, ret)
         base = c_base_name(symbol, ret)
         if base in _NATIVE:
             intrinsic = {"fmin": "minnum", "fmax": "maxnum"}.get(base, base)
