@@ -14,9 +14,11 @@ SCRIPT = textwrap.dedent('''
     import json, sys
     import naiad.compat
     naiad.compat.enable()
-    import torch, torch._inductor.config as config
+    import os, torch, torch._inductor.config as config
     from torch._dynamo.utils import counters
     from naiad import knobs
+
+    torch.set_default_device(os.environ.get("NAIAD_TORCH_COMPILE_DEVICE", "cpu"))
 
     config.cpu_backend = "triton"
     config.compile_threads = int(sys.argv[1])

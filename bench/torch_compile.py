@@ -1,0 +1,180 @@
+"""torch.compile with Naiad as Inductor's Triton, against Inductor's own path, in one run.
+
+On the CPU the peer is Inductor's C++ backend (``cpu_backend="cpp"``) and Naiad runs Inductor's
+Triton kernels (``cpu_backend="triton"``); on a GPU the peer is the real Triton, and Naiad's
+cuda backend runs the same Triton kernels.  Each framework runs in a process of its own (the
+compatibility layer is chosen before torch's compiler is imported), the two alternating, round
+after round.  Rows: small models, forward and backward (a training step without the optimizer),
+at a few sizes; and the per-call time of one small fused pointwise kernel (what a call costs
+beyond its arithmetic).  Prints a table, writes CSV with ``--csv``.
+
+    python bench/torch_compile.py                       # CPU: Naiad vs Inductor's C++ backend
+    python bench/torch_compile.py --device cuda         # GPU: Naiad vs Triton
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+#: model -> sizes, per device: (batch, width)
+SIZES = {"cpu": {"mlp": [(64, 256), (256, 1024)], "transformer_block": [(4, 64), (8, 128)],
+                 "classifier": [(256, 64), (2048, 128)], "convnet": [(8, 32), (32, 64)]},
+         "cuda": {"mlp": [(1024, 1024), (4096, 4096)], "transformer_block": [(16, 256), (32, 512)],
+                  "classifier": [(8192, 256), (65536, 512)], "convnet": [(64, 64), (256, 128)]}}
+
+WORKER = r'''
+import json, statistics, sys, time
+framework, device, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if framework == "naiad":
+    import naiad.compat
+    naiad.compat.enable()
+import torch, torch.nn as nn, torch.nn.functional as F, torch._inductor.config as config
+config.compile_threads = 1
+if device == "cpu":
+    config.cpu_backend = "triton" if framework == "naiad" else "cpp"
+torch.set_default_device(device)
+torch.manual_seed(0)
+
+
+def sync():
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+class MLP(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(width, 4 * width), nn.LayerNorm(4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.norm(self.fc1(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads=8):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.RMSNorm(width)
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(c, -1)
+        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) / (c // self.heads) ** 0.5
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        attention = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v
+        x = x + self.out(attention.transpose(1, 2).reshape(b, t, c))
+        return x + self.down(F.silu(self.up(self.norm2(x))))
+
+
+class Classifier(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.embed, self.head = nn.Embedding(10000, width), nn.Linear(width, 100)
+
+    def forward(self, ids):
+        return F.log_softmax(self.head(self.embed(ids).mean(1)), -1)
+
+
+class ConvNet(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(F.relu(self.norm(self.conv(x))), 1).flatten(1)
+
+
+def make(name, batch, width):
+    if name == "mlp":
+        return MLP(width), (torch.randn(batch, width),)
+    if name == "transformer_block":
+        return Block(width), (torch.randn(batch, 128, width),)
+    if name == "classifier":
+        return Classifier(width), (torch.randint(0, 10000, (batch, 16)),)
+    return ConvNet(width), (torch.randn(batch, 3, 32, 32),)
+
+
+def seconds(step, repeats):
+    for _ in range(3):
+        step()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+results = {}
+for name, shapes in sizes.items():
+    for batch, width in shapes:
+        model, inputs = make(name, batch, width)
+        compiled = torch.compile(model)
+
+        def step():
+            compiled(*inputs).sum().backward()
+
+        results[f"{name} {batch}x{width}"] = seconds(step, 20)
+x, y = torch.randn(1024), torch.randn(1024)
+pointwise = torch.compile(lambda x, y: torch.relu(x * 2 + y))
+results["per call: relu(2x+y), 1024 elements"] = seconds(lambda: [pointwise(x, y) for _ in range(200)], 9) / 200
+print(json.dumps(results))
+'''
+
+
+def run_worker(framework: str, device: str) -> dict[str, float]:
+    env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0")
+    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device])],
+                          capture_output=True, text=True, env=env, timeout=3000)
+    if done.returncode != 0:
+        raise RuntimeError(f"{framework}: {done.stderr.strip()[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--rounds", type=int, default=2, help="processes per framework, alternating")
+    parser.add_argument("--csv")
+    args = parser.parse_args()
+    peer = "inductor_cpp" if args.device == "cpu" else "triton"
+    samples: dict[str, dict[str, list[float]]] = {"naiad": {}, peer: {}}
+    for r in range(args.rounds):
+        for framework in (("naiad", peer) if r % 2 == 0 else (peer, "naiad")):
+            for row, value in run_worker(framework, args.device).items():
+                samples[framework].setdefault(row, []).append(value)
+    rows = []
+    for row in samples["naiad"]:
+        naiad, other = (statistics.median(samples[f][row]) for f in ("naiad", peer))
+        unit = "us" if row.startswith("per call") else "ms"
+        scale = 1e6 if unit == "us" else 1e3
+        # a speed ratio: the peer's time over Naiad's (above 1: Naiad faster)
+        rows.append([row, unit, naiad * scale, other * scale, other / naiad])
+    models = [r[4] for r in rows if not r[0].startswith("per call")]
+    geomean = math.exp(sum(math.log(v) for v in models) / len(models))
+    print(f"{'row':45s} {'unit':4s} {'naiad':>10s} {peer:>12s} {'speed ratio':>11s}")
+    for row, unit, a, b, ratio in rows:
+        print(f"{row:45s} {unit:4s} {a:10.3f} {b:12.3f} {ratio:11.3f}")
+    print(f"{'geomean of the model rows':45s} {'':4s} {'':>10s} {'':>12s} {geomean:11.3f}")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["row", "unit", "naiad", peer, f"{peer}/naiad (speed ratio)"])
+            out.writerows([[r, u, f"{a:.4g}", f"{b:.4g}", f"{x:.4f}"] for r, u, a, b, x in rows])
+            out.writerow(["geomean of the model rows", "", "", "", f"{geomean:.4f}"])
+
+
+if __name__ == "__main__":
+    main()
