@@ -29,13 +29,18 @@ SIZES = {"cpu": {"mlp": [(64, 256), (256, 1024)], "transformer_block": [(4, 64),
          "cuda": {"mlp": [(1024, 1024), (4096, 4096)], "transformer_block": [(16, 256), (32, 512)],
                   "classifier": [(8192, 256), (65536, 512)], "convnet": [(64, 64), (256, 128)]}}
 
+#: tests/torch_compile/small_models.py: the models of the suite, at the widths above.
+MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "torch_compile")
+
 WORKER = r'''
 import json, statistics, sys, time
-framework, device, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+framework, device, sizes, models_dir = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 if framework == "naiad":
     import naiad.compat
     naiad.compat.enable()
-import torch, torch.nn as nn, torch.nn.functional as F, torch._inductor.config as config
+import torch, torch._inductor.config as config
+sys.path.insert(0, models_dir)
+from small_models import MLP, Block, Classifier, ConvNet
 config.compile_threads = 1
 if device == "cpu":
     config.cpu_backend = "triton" if framework == "naiad" else "cpp"
@@ -48,59 +53,13 @@ def sync():
         torch.cuda.synchronize()
 
 
-class MLP(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.fc1, self.norm, self.fc2 = nn.Linear(width, 4 * width), nn.LayerNorm(4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.norm(self.fc1(x))))
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads=8):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(width), nn.RMSNorm(width)
-        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(c, -1)
-        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / (c // self.heads) ** 0.5
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        attention = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v
-        x = x + self.out(attention.transpose(1, 2).reshape(b, t, c))
-        return x + self.down(F.silu(self.up(self.norm2(x))))
-
-
-class Classifier(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.embed, self.head = nn.Embedding(10000, width), nn.Linear(width, 100)
-
-    def forward(self, ids):
-        return F.log_softmax(self.head(self.embed(ids).mean(1)), -1)
-
-
-class ConvNet(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.conv, self.norm = nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width)
-
-    def forward(self, x):
-        return F.adaptive_avg_pool2d(F.relu(self.norm(self.conv(x))), 1).flatten(1)
-
-
 def make(name, batch, width):
     if name == "mlp":
         return MLP(width), (torch.randn(batch, width),)
     if name == "transformer_block":
-        return Block(width), (torch.randn(batch, 128, width),)
+        return Block(width, heads=8), (torch.randn(batch, 128, width),)
     if name == "classifier":
-        return Classifier(width), (torch.randint(0, 10000, (batch, 16)),)
+        return Classifier(width, 10000, 100), (torch.randint(0, 10000, (batch, 16)),)
     return ConvNet(width), (torch.randn(batch, 3, 32, 32),)
 
 
@@ -136,7 +95,7 @@ print(json.dumps(results))
 
 def run_worker(framework: str, device: str) -> dict[str, float]:
     env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device])],
+    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]), MODELS_DIR],
                           capture_output=True, text=True, env=env, timeout=3000)
     if done.returncode != 0:
         raise RuntimeError(f"{framework}: {done.stderr.strip()[-3000:]}")
