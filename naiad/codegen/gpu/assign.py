@@ -4,7 +4,8 @@ Layouts flow backwards from the ops that fix them, as Triton's layout propagatio
 (or a value nobody constrains) takes `layouts.default_blocked` of its shape, vectorized for its
 element size; every op then asks its operands for the layout that makes it free -- element-wise
 ops the same layout, ``broadcast`` the same parameters, ``expand_dims`` the slice of its result,
-a reduction the parent of its result's slice.  The first request a value gets (from its last
+a reduction the parent of its result's slice (unless that parent suits the operand worse than
+its own default).  The first request a value gets (from its last
 use) wins; other uses convert (`GPUKernel.convert`).  Every request is also reported (``requests``)
 so that `naiad.codegen.gpu.conversions` can see which uses convert and remove the conversions it
 can.
@@ -257,9 +258,21 @@ def _reduce(op: Any, own: Callable, want: Callable, default: Callable) -> None:
         want(r, layout)
     parent = layout.parent if isinstance(layout, L.Slice) and layout.dim == axis else None
     operands = list(op.operands)
+    if parent is not None and _repeats_more(parent, operands[0], default):
+        parent = None       # the result converts (a few values), not the operand (a whole tile)
     wanted = parent or own(operands[0])      # as the lowering: the first operand's own layout
     for operand in operands:
         want(operand, wanted)
+
+
+def _repeats_more(layout: L.Layout, value: SSAValue, default: Callable) -> bool:
+    """Whether ``layout`` (a reduction's result slice's parent) would have more threads repeat
+    each other's elements of ``value`` than its own default layout does: a ``[X, 1]`` result
+    (Inductor's ``tl.sum(x, 1)[:, None]``) defaults to every warp along X, and an ``[X, R]``
+    operand taking that parent runs each row on one lane, or, where X is 1, the whole
+    reduction on every warp at once."""
+    return isinstance(layout, L.Blocked) and \
+        L.repeated_threads(layout, _shape(value)) > L.repeated_threads(default(value), _shape(value))
 
 
 @_rule(scf.ForOp)

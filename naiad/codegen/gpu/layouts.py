@@ -325,3 +325,13 @@ def distinct_threads(blocked: Blocked, full_shape: Sequence[int], d: int) -> tup
     lanes = min(blocked.threads_per_warp[d], max(1, math.ceil(size / spt)))
     warps = min(blocked.warps_per_cta[d], max(1, math.ceil(size / (spt * blocked.threads_per_warp[d]))))
     return lanes, warps
+
+
+def repeated_threads(blocked: Blocked, shape: Sequence[int]) -> int:
+    """How many threads hold each element of a tensor of ``shape`` in ``blocked`` (1: none
+    repeat another's): the lanes and warps a layout spends on dimensions too small for them."""
+    total = 1
+    for d in range(blocked.rank):
+        lanes, warps = distinct_threads(blocked, shape, d)
+        total *= (blocked.threads_per_warp[d] // lanes) * (blocked.warps_per_cta[d] // warps)
+    return total
