@@ -611,3 +611,66 @@ def test_atomic_poll_waits_for_another_program():
     flag, payload, out = (torch.zeros(1, dtype=torch.int32, device="cuda") for _ in range(3))
     poll_remote_kernel[(2,)](flag, payload, out, num_warps=4)
     assert flag.item() == 1 and out.item() == 42
+
+
+# == reductions: atomics whose old values nobody reads ================================================
+@naiad.jit
+def scatter_add_rows(src_ptr, index_ptr, out_ptr, rows, COLS: tl.constexpr, SEM: tl.constexpr,
+                     ROWS: tl.constexpr):
+    """Inductor's embedding backward: rows of ``src`` added to rows of ``out`` chosen by an index,
+    the atomics' results unused."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, COLS)[None, :]
+    valid = r < rows
+    target = tl.load(index_ptr + r, mask=valid, other=0)
+    values = tl.load(src_ptr + r * COLS + c, mask=valid, other=0.0)
+    tl.atomic_add(out_ptr + target * COLS + c, values, mask=valid, sem=SEM)
+
+
+def _scatter_add(dtype: str, sem: str, arch: int = 90):
+    from naiad.backends.compiler import GPUTarget
+    from naiad.compiler.compiler import ASTSource
+
+    signature = {"src_ptr": dtype, "index_ptr": "*i32", "out_ptr": dtype, "rows": "i32"}
+    source = ASTSource(scatter_add_rows, signature, {"COLS": 64, "SEM": sem, "ROWS": 16},
+                       _aligned("src_ptr", "index_ptr", "out_ptr"))
+    return naiad.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
+
+
+@pytest.mark.parametrize("dtype, instruction", [("*fp32", "add.v4.f32"), ("*fp16", "add.noftz.v8.f16"),
+                                                ("*bf16", "add.noftz.v8.bf16")])
+@pytest.mark.parametrize("sem", ["relaxed", "release"])
+def test_an_unread_float_add_is_a_vector_red_on_sm90(dtype, instruction, sem):
+    """As Triton's: 16 bytes of consecutive elements a ``red`` (no old value to wait for), where
+    the address is 16-byte aligned and the mask one for them (the row's)."""
+    kernel = _scatter_add(dtype, sem)
+    ptx = kernel.asm["ptx"]
+    assert f"red.{sem}.gpu.global.{instruction} [" in ptx and "atom.global" not in ptx
+    assert ".version 8.1" in ptx or ".version 8.2" in ptx or ".version 8.3" in ptx
+    _check_binary(kernel)
+
+
+def test_an_unread_add_is_a_scalar_red_before_sm90_and_an_atom_when_it_acquires():
+    import re
+
+    ptx80 = _scatter_add("*fp32", "relaxed", arch=80).asm["ptx"]
+    assert "red.relaxed.gpu.global.add.f32 [" in ptx80 and "add.v4" not in ptx80 and "atom.global" not in ptx80
+    for sem in ("acq_rel", "acquire"):        # red does not acquire: Triton's atom stays
+        ptx = _scatter_add("*fp32", sem).asm["ptx"]
+        assert f"atom.global.gpu.{sem}.add.f32 " in ptx and not re.search(r"\bred\.", ptx)
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_scatter_add_rows_against_torch(dtype):
+    """Rows added many times over to the same targets (the vector reds race with each other),
+    the last block of rows masked: torch's index_add_ of the same rows."""
+    rows, cols = 1000, 64
+    kind = getattr(torch, dtype)
+    src = torch.randn(rows, cols, device="cuda").to(kind)
+    index = torch.randint(0, 37, (rows,), device="cuda", dtype=torch.int32)
+    out = torch.zeros(37, cols, device="cuda", dtype=torch.float32 if dtype == "float32" else kind)
+    scatter_add_rows[(naiad.cdiv(rows, 16),)](src, index, out, rows, COLS=cols, SEM="relaxed", ROWS=16)
+    want = torch.zeros(37, cols, device="cuda").index_add_(0, index.long(), src.float())
+    tolerance = {"float32": 1e-4, "float16": 3e-2, "bfloat16": 2.5e-1}[dtype]
+    torch.testing.assert_close(out.float(), want, rtol=tolerance, atol=tolerance)

@@ -200,6 +200,14 @@ class NVPTXHooks(GPUHooks):
     def atomic_rmw(self, k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:
         return memory_ptx.atomic_rmw(k, op, address, value)
 
+    def reduction_width(self, k: Any, op: Any) -> int:
+        return memory_ptx.reduction_width(op, self.arch)
+
+    def reduce_global(self, k: Any, op: Any, address: ir.Value, values: list[ir.Value]) -> None:
+        if len(values) > 1:
+            self.require_ptx(memory_ptx.VECTOR_RED_PTX)
+        memory_ptx.reduce_global(k, op, address, values)
+
     def atomic_cas(self, k: Any, op: Any, address: ir.Value, expected: ir.Value,
                    value: ir.Value) -> ir.Value:
         return memory_ptx.atomic_cas(k, op, address, expected, value)

@@ -114,6 +114,40 @@ def atomic_rmw(k: Any, op: Any, address: ir.Value, value: ir.Value) -> ir.Value:
     return lt.from_bits(k.b, asm(k.b, text, [bits.type], [address, bits]), lt.scalar(op.val.type))
 
 
+#: The PTX ISA version of ``red`` on vectors (8.1; sm_90 on).
+VECTOR_RED_PTX = 81
+
+
+def reduction_width(op: Any, arch: int) -> int:
+    """Elements one ``red`` may update for ``op`` (`GPUHooks.reduction_width`): a float add on
+    sm_90 takes 16 bytes (four fp32, eight fp16/bf16), as Triton's; other operations and older
+    GPUs one; 0 for an exchange (which has no ``red``), for acquiring semantics (``red`` is
+    relaxed or releases), and for an operation ``atom`` does not have on the type."""
+    name = op.atomic_rmw_op.data.value
+    if name == "exch" or op.sem.data.value not in ("relaxed", "release"):
+        return 0
+    try:
+        _rmw_type(name, _ATOM[name][1], op.val.type)
+    except NotImplementedError:
+        return 0
+    width = 8 * lt.byte_size(lt.scalar(op.val.type))
+    return 128 // width if arch >= 90 and name == "fadd" and width in (16, 32) else 1
+
+
+def reduce_global(k: Any, op: Any, address: ir.Value, values: list[ir.Value]) -> None:
+    """``red.<sem>.<scope>.global.<op>[.vN].<type> [address], values`` (no old value)."""
+    name = op.atomic_rmw_op.data.value
+    operation, kind = _ATOM[name]
+    ptx_type = _rmw_type(name, kind, op.val.type)
+    n = len(values)
+    if n > 1:                                  # .noftz.v8.f16, .v4.f32
+        head, _, last = ptx_type.rpartition(".")
+        ptx_type = f"{head + '.' if head else ''}v{n}.{last}"
+    operands = "{" + ", ".join(f"${i + 1}" for i in range(n)) + "}" if n > 1 else "$1"
+    text = f"red.{op.sem.data.value}.{op.scope.data.value}.global.{operation}.{ptx_type} [$0], {operands};"
+    asm(k.b, text, [], [address, *[lt.to_bits(k.b, v) for v in values]])
+
+
 def _rmw_type(name: str, kind: str, mlir_type: Any) -> str:
     """The PTX type of an ``atom`` of ``name`` on ``mlir_type`` (``u32``, ``noftz.bf16``...); an
     operation PTX does not have on the type (an integer op on floats, say) is not supported."""

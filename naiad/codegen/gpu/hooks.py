@@ -265,6 +265,18 @@ class GPUHooks(TargetHooks):
             return _NARROW_INT[kind](b, old, operand)
         return _word_cas_loop(k.b, self.global_addrspace, address, value, ordering, combine)
 
+    def reduction_width(self, k: Any, op: Any) -> int:
+        """How many consecutive elements one reduction may update: a ``tt.atomic_rmw`` whose
+        old values nobody reads, which needs no answer from memory (NVIDIA's ``red``, four
+        floats at once on sm_90).  0 where the target has no such instruction for ``op``: the
+        atomic stays `atomic_rmw` per element.  Default 0."""
+        return 0
+
+    def reduce_global(self, k: Any, op: Any, address: ir.Value, values: list[ir.Value]) -> None:
+        """``op``'s update of ``len(values)`` consecutive elements from the i64 ``address``
+        (aligned to their size; at most `reduction_width`), without reading the old values."""
+        raise self._missing("reduce_global")
+
     def atomic_cas(self, k: Any, op: Any, address: ir.Value, expected: ir.Value,
                    value: ir.Value) -> ir.Value:
         """``tt.atomic_cas`` ``op`` on one element; the old value.  Default: LLVM's

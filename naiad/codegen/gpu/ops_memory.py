@@ -168,15 +168,41 @@ def _atomic(k: GPUKernel, op: Any, emit: Any) -> None:
 @rule(tt.AtomicRMWOp)
 def _atomic_rmw(k: GPUKernel, op: Any) -> None:
     """The target's read-modify-write per element; a masked-off element is not touched (its
-    result is 0)."""
+    result is 0).  A tensor of them whose results nobody reads is a reduction (`_reduction`)
+    where the target has one."""
     element = lt.scalar(op.val.type)
     has_mask = op.mask is not None
+    if is_tensor(op.results[0]) and not op.results[0].uses and k.hooks.reduction_width(k, op) > 0:
+        _reduction(k, op)
+        return
 
     def emit(owner: ir.Value, address: ir.Value, value: ir.Value, *mask: ir.Value) -> ir.Value:
         condition = k.b.and_(owner, mask[0]) if has_mask else owner
         return k.guarded(condition, lambda: k.hooks.atomic_rmw(k, op, address, value), _zero(element))
 
     _atomic(k, op, emit)
+
+
+def _reduction(k: GPUKernel, op: Any) -> None:
+    """Reductions without results (`GPUHooks.reduce_global`), a thread's consecutive elements
+    together where they are consecutive and aligned in memory under one mask (`vector_width`,
+    at most the target's `GPUHooks.reduction_width`); one owner per element where the layout
+    repeats threads.  The results are zeros: nothing reads them."""
+    result = op.results[0]
+    layout, shape = k.layout_of(result), shape_of(result)
+    element = lt.scalar(op.val.type)
+    pointers = k.tensor(op.ptr, layout).values
+    values = k.tensor(op.val, layout).values
+    masks = k.tensor(op.mask, layout).values if op.mask is not None else None
+    width = min(k.hooks.reduction_width(k, op), vector_width(k, op, layout, shape, lt.byte_size(element)))
+    if k.replicated(layout, shape):
+        owners = k.owner(layout, shape)
+        masks = owners if masks is None else [k.b.and_(m, o) for m, o in zip(masks, owners)]
+        width = 1
+    for group in _groups(len(pointers), width):
+        k.when(masks[group[0]] if masks is not None else None,
+               lambda g=group: k.hooks.reduce_global(k, op, pointers[g[0]], [values[i] for i in g]))
+    k.define(result, [_zero(element)] * len(pointers))
 
 
 @rule(tt.AtomicCASOp)
