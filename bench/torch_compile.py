@@ -35,6 +35,7 @@ MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 WORKER = r'''
 import json, statistics, sys, time
 framework, device, sizes, models_dir = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+top = int(sys.argv[5])
 if framework == "naiad":
     import naiad.compat
     naiad.compat.enable()
@@ -76,7 +77,18 @@ def seconds(step, repeats):
     return statistics.median(times)
 
 
-results = {}
+def kernel_times(step):
+    """GPU time (us) of each kernel in one step, by name: where a model's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    times = {e.key: e.self_device_time_total for e in prof.key_averages()
+             if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0}
+    return dict(sorted(times.items(), key=lambda kv: -kv[1])[:top])
+
+
+results, kernels = {}, {}
 for name, shapes in sizes.items():
     for batch, width in shapes:
         model, inputs = make(name, batch, width)
@@ -86,20 +98,34 @@ for name, shapes in sizes.items():
             compiled(*inputs).sum().backward()
 
         results[f"{name} {batch}x{width}"] = seconds(step, 20)
+        if top and device != "cpu":
+            kernels[f"{name} {batch}x{width}"] = kernel_times(step)
 x, y = torch.randn(1024), torch.randn(1024)
 pointwise = torch.compile(lambda x, y: torch.relu(x * 2 + y))
 results["per call: relu(2x+y), 1024 elements"] = seconds(lambda: [pointwise(x, y) for _ in range(200)], 9) / 200
-print(json.dumps(results))
+print(json.dumps({"times": results, "kernels": kernels}))
 '''
 
 
-def run_worker(framework: str, device: str) -> dict[str, float]:
+def run_worker(framework: str, device: str, top: int) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]), MODELS_DIR],
+    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]), MODELS_DIR,
+                           str(top)],
                           capture_output=True, text=True, env=env, timeout=3000)
     if done.returncode != 0:
         raise RuntimeError(f"{framework}: {done.stderr.strip()[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_kernels(naiad: dict, peer_kernels: dict, peer: str) -> None:
+    """Each model's slowest kernels (one profiled step of the last round), Naiad's beside the peer's."""
+    for row, times in naiad.items():
+        print(f"-- {row}: GPU time a step, us")
+        other = peer_kernels.get(row, {})
+        for name in dict.fromkeys([*times, *other]):
+            a, b = times.get(name), other.get(name)
+            print(f"   {name[:70]:70s} {a or float('nan'):10.1f} {b or float('nan'):10.1f}  ({peer})")
+    print()
 
 
 def main() -> None:
@@ -107,13 +133,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--rounds", type=int, default=2, help="processes per framework, alternating")
     parser.add_argument("--csv")
+    parser.add_argument("--kernels", type=int, default=0, metavar="K",
+                        help="GPU: also print each model's K slowest kernels in both frameworks (one profiled step)")
     args = parser.parse_args()
     peer = "inductor_cpp" if args.device == "cpu" else "triton"
     samples: dict[str, dict[str, list[float]]] = {"naiad": {}, peer: {}}
+    kernels: dict[str, dict] = {}
     for r in range(args.rounds):
         for framework in (("naiad", peer) if r % 2 == 0 else (peer, "naiad")):
-            for row, value in run_worker(framework, args.device).items():
+            out = run_worker(framework, args.device, args.kernels)
+            for row, value in out["times"].items():
                 samples[framework].setdefault(row, []).append(value)
+            kernels[framework] = out["kernels"]
+    if kernels["naiad"]:
+        print_kernels(kernels["naiad"], kernels[peer], peer)
     rows = []
     for row in samples["naiad"]:
         naiad, other = (statistics.median(samples[f][row]) for f in ("naiad", peer))

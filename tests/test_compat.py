@@ -131,3 +131,31 @@ def _clean_env() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("NAIAD_")}
+
+
+@pytest.mark.shipped_backends
+def test_compile_publishes_the_binary_in_triton_s_cache_layout(compat, tmp_path, monkeypatch):
+    """With TRITON_CACHE_DIR set, ``triton.compile`` leaves ``<dir>/<hash>/<name>.<binary>``,
+    byte for byte the kernel's binary (torch's Inductor launches CUDA kernels from there);
+    without it nothing is written, and a file already there is kept."""
+    import triton
+    from triton.compiler import ASTSource
+
+    module = _import_file(tmp_path, "triton_add_kernel_published", TRITON_KERNEL_FILE)
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32",
+                 "BLOCK_SIZE": "constexpr"}
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path / "naiad"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    kernel = triton.compile(ASTSource(module.add_kernel, signature, {"BLOCK_SIZE": 64}))
+    assert not (tmp_path / "triton").exists()
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    kernel = triton.compile(ASTSource(module.add_kernel, signature, {"BLOCK_SIZE": 64}))
+    folder = tmp_path / "triton" / kernel.hash
+    path = folder / f"add_kernel.{kernel.backend.binary_ext}"
+    assert [p.name for p in folder.iterdir()] == [path.name]
+    assert path.read_bytes() == kernel.binary
+
+    path.write_bytes(b"theirs")
+    triton.compile(ASTSource(module.add_kernel, signature, {"BLOCK_SIZE": 64}))
+    assert path.read_bytes() == b"theirs"

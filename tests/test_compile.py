@@ -200,3 +200,10 @@ def test_a_compile_leaves_a_disabled_collector_alone(plugins, monkeypatch):
     finally:
         gc.enable()
     assert gc.get_freeze_count() == 0
+
+
+def test_ast_source_constants_are_keyed_by_parameter_path():
+    """Triton's ``ASTSource.constants``: what a client launching the binary itself leaves out."""
+    src = ASTSource(scale, SIGNATURE, {"BLOCK": 64})
+    assert src.constants == {(scale.arg_names.index("BLOCK"),): 64}
+    assert ASTSource(scale, SIGNATURE, {(1, 0): 3}).constants == {(1, 0): 3}

@@ -122,3 +122,17 @@ def test_kernel_source_follows_an_edited_file(tmp_path, monkeypatch):
     del sys.modules["edited_kernels"]
     second = importlib.import_module("edited_kernels")       # same first line, longer body
     assert second.k.src == "def k(x, y):\n    y = 1\n    pass\n"
+
+
+def test_repr_and_used_global_vals_as_triton_s_clients_read_them():
+    """``fn.repr(specialization)`` is the ``repr=`` callable's answer, else the name; Inductor
+    replaces it and ``used_global_vals`` on the instance around pickling and puts them back."""
+    assert def_in_decorator.repr(None) == "def fake("
+    assert jit_helpers.scale.repr(None) == "scale"
+    kernel = naiad.jit(jit_helpers.scale.fn)
+    saved = kernel.repr, kernel.used_global_vals
+    assert saved[1] == {}
+    kernel.repr, kernel.used_global_vals = (lambda _: "constant"), None
+    assert kernel.repr(kernel) == "constant"
+    kernel.repr, kernel.used_global_vals = saved
+    assert kernel.repr(None) == "scale"

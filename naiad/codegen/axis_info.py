@@ -294,9 +294,13 @@ def _mul(op: Any, get: Callable, shape: tuple) -> AxisInfo:
 
 @_rule(arith.RemSIOp, arith.RemUIOp)
 def _rem(op: Any, get: Callable, shape: tuple) -> AxisInfo:
-    """``a % n`` (``offs % M``, wrapping a tile's rows): a run of ``a`` that starts at a multiple
-    of ``g`` stays contiguous for ``g`` elements when ``n`` is a multiple of ``g``."""
-    a, b = _binary(op, get)
+    """``a % n`` (``offs % M``, wrapping a tile's rows)."""
+    return _remainder(*_binary(op, get), shape)
+
+
+def _remainder(a: AxisInfo, b: AxisInfo, shape: tuple) -> AxisInfo:
+    """``a % b``: a run of ``a`` that starts at a multiple of ``g`` stays contiguous for ``g``
+    elements when a splat ``b`` is a multiple of ``g``."""
     rank = len(shape)
     if rank == 0:
         return AxisInfo((), (math.gcd(scalar_divisibility(a), scalar_divisibility(b)),), ())
@@ -325,8 +329,16 @@ def _cmp(op: Any, get: Callable, shape: tuple) -> AxisInfo:
 
 @_rule(arith.AndIOp, arith.OrIOp)
 def _logic(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a & (2**k - 1)`` is ``a % 2**k`` (index arithmetic on non-negative values, as
+    ``>>`` for ``//``); otherwise equal where both operands are."""
     a, b = _binary(op, get)
     rank = len(shape)
+    low_bits = isinstance(op, arith.AndIOp) and b.constant is not None and b.constant > 0 and \
+        b.constant & (b.constant + 1) == 0
+    if low_bits:
+        n = b.constant + 1
+        return _remainder(a, AxisInfo(b.contiguity, tuple(min(_LARGE, n) for _ in b.divisibility),
+                                      b.constancy, n), shape)
     return AxisInfo((1,) * rank, (1,) * rank, tuple(math.gcd(a.constancy[d], b.constancy[d])
                                                     for d in range(rank)))
 
@@ -340,3 +352,100 @@ def _same(op: Any, get: Callable, shape: tuple) -> AxisInfo:
 def _pid(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     return AxisInfo((), (1,), ())
 
+
+
+@_rule(arith.DivSIOp, arith.DivUIOp)
+def _div(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a // n`` (Inductor's ``x1 = xindex // 512``)."""
+    return _quotient(*_binary(op, get), shape)
+
+
+@_rule(arith.ShRSIOp, arith.ShRUIOp)
+def _shift_right(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a >> k`` for a splat ``k`` is ``a // 2**k``."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    if b.constant is None or not 0 <= b.constant < 62:
+        return AxisInfo((1,) * rank, (1,) * rank, tuple(math.gcd(a.constancy[d], b.constancy[d])
+                                                         for d in range(rank)))
+    power = 1 << b.constant
+    return _quotient(a, AxisInfo(b.contiguity, tuple(min(_LARGE, power) for _ in b.divisibility),
+                                 b.constancy, power), shape)
+
+
+def _quotient(a: AxisInfo, b: AxisInfo, shape: tuple) -> AxisInfo:
+    """``a // b``: equal over each aligned piece of a run of ``a`` whose length divides a splat
+    ``b`` (index arithmetic is on non-negative values, as Triton's analysis takes it); a
+    multiple of ``D / n`` where every element of ``a`` is a multiple of ``D`` and the splat
+    ``n`` divides ``D``."""
+    rank = len(shape)
+    n = b.constant if b.constant is not None and b.constant > 0 else None
+    if rank == 0:
+        if a.constant is not None and n and a.constant >= 0:
+            return AxisInfo((), (_pow2_divisor(a.constant // n),), (), a.constant // n)
+        div = scalar_divisibility(a)
+        return AxisInfo((), (div // n if n and div % n == 0 else 1,), ())
+    contiguity, divisibility, constancy = [], [], []
+    for d in range(rank):
+        c = math.gcd(a.constancy[d], b.constancy[d])
+        if b.constancy[d] >= shape[d] and a.contiguity[d] > 1:
+            c = max(c, math.gcd(a.contiguity[d], math.gcd(a.divisibility[d], b.divisibility[d])))
+        constancy.append(c)
+        contiguity.append(a.contiguity[d] if n == 1 else 1)
+        exact = n is not None and a.contiguity[d] == 1 and a.divisibility[d] % n == 0
+        divisibility.append(a.divisibility[d] // n if exact else 1)
+    return AxisInfo(tuple(contiguity), tuple(divisibility), tuple(constancy))
+
+
+@_rule(arith.ShLIOp)
+def _shift_left(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``a << k`` for a splat ``k``: ``a * 2**k``."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    scale = 1 << b.constant if b.constant is not None and 0 <= b.constant < 31 else None
+    divisibility = tuple(min(_LARGE, a.divisibility[d] * scale) if scale else 1 for d in range(max(rank, 1)))
+    if rank == 0:
+        return AxisInfo((), divisibility[:1], (), a.constant * scale if scale and a.constant is not None
+                        else None)
+    return AxisInfo(tuple(a.contiguity[d] if scale == 1 else 1 for d in range(rank)), divisibility,
+                    tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank)))
+
+
+@_rule(arith.MaxSIOp, arith.MaxUIOp, arith.MinSIOp, arith.MinUIOp, arith.XOrIOp)
+def _equal_where_both_are(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """max, min, xor: equal where both operands are; a multiple of every power of two that
+    divides both."""
+    a, b = _binary(op, get)
+    rank = len(shape)
+    divisibility = tuple(math.gcd(x, y) for x, y in zip(a.divisibility or (1,), b.divisibility or (1,)))
+    if rank == 0:
+        return AxisInfo((), divisibility[:1], ())
+    return AxisInfo((1,) * rank, divisibility, tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank)))
+
+
+@_rule(arith.SelectOp)
+def _select(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """``where(c, x, y)``: over a run where ``c`` is constant the result is a run of ``x`` or of
+    ``y``, so it keeps what both have there (Inductor's ``where(i < 0, i + n, i)``)."""
+    c, x, y = (get(v) for v in op.operands)
+    rank = len(shape)
+    if rank == 0:
+        return AxisInfo((), (math.gcd(scalar_divisibility(x), scalar_divisibility(y)),), ())
+    cond = c.constancy if len(c.constancy) == rank else (_LARGE,) * rank       # a scalar condition
+    return AxisInfo(tuple(math.gcd(math.gcd(x.contiguity[d], y.contiguity[d]), cond[d]) for d in range(rank)),
+                    tuple(math.gcd(x.divisibility[d], y.divisibility[d]) for d in range(rank)),
+                    tuple(math.gcd(math.gcd(x.constancy[d], y.constancy[d]), cond[d]) for d in range(rank)))
+
+
+@_rule(tt.LoadOp)
+def _load(op: Any, get: Callable, shape: tuple) -> AxisInfo | None:
+    """Loads from equal addresses (under an equal mask, with an equal ``other``) are equal: an
+    index loaded once per row (an embedding's token id) is constant along the row."""
+    rank = len(shape)
+    if not isinstance(op.ptr.type, TensorType):            # a scalar or a block pointer
+        return None
+    constancy = get(op.ptr).constancy
+    for extra in (op.mask, op.other):
+        if extra is not None:
+            constancy = tuple(math.gcd(p, q) for p, q in zip(constancy, get(extra).constancy))
+    return AxisInfo((1,) * rank, (1,) * rank, constancy)

@@ -4,7 +4,7 @@ import naiad.language as language
 from naiad import cdiv, knobs, next_power_of_2, testing
 from naiad.compat import runtime
 from naiad.compat.errors import CompilationError, OutOfResources, TritonError
-from naiad.compiler.compiler import compile
+from naiad.compat.compiler import compile
 from naiad.runtime.autotuner import Config, autotune, heuristics
 from naiad.runtime.allocation import set_allocator
 from naiad.language.core import constexpr_function

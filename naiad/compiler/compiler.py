@@ -44,6 +44,15 @@ class ASTSource:
         self.constexprs = dict(constexprs or {})
         self.attrs = dict(attrs or {})
 
+    @property
+    def constants(self) -> dict[tuple, Any]:
+        """The constexprs keyed by parameter path -- ``(index,)``, longer inside a tuple
+        parameter -- as Triton's ``ASTSource.constants``: a client that launches the binary
+        itself (torch's static CUDA launcher) leaves these parameters out by it."""
+        return {(self.fn.arg_names.index(key),) if isinstance(key, str) else
+                tuple(key) if isinstance(key, tuple) else (key,): value
+                for key, value in self.constexprs.items()}
+
     def hash(self) -> str:
         parts = [self.fn.cache_key, repr(sorted((str(k), str(v)) for k, v in self.signature.items())),
                  repr(sorted((str(k), _key_of(v)) for k, v in self.constexprs.items())),

@@ -115,6 +115,10 @@ class KernelFunction:
         self.debug = debug
         self.noinline = bool(noinline)
         self._repr = repr
+        #: Triton's record of the global values its compiles read, which its clients save and
+        #: restore around pickling a kernel (torch's Inductor); Naiad keys a kernel by those
+        #: values instead (`cache_key`), so nothing is recorded here.
+        self.used_global_vals: dict = {}
         self.launch_metadata = launch_metadata
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -208,6 +212,12 @@ class KernelFunction:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.module}:{self.__qualname__})"
+
+    def repr(self, specialization: Any = None) -> str:
+        """The kernel's name in profiles and hooks: the ``repr=`` callable given to ``@jit``
+        (called with the specialization, as Triton does), else the function's name.  Triton's
+        clients call ``fn.repr(...)`` and may replace it on the instance."""
+        return self._repr(specialization) if self._repr is not None else self.__name__
 
 
 

@@ -101,3 +101,43 @@ def test_offsets_through_a_call_or_a_reshape_stay_vector_accesses(kernel, per_pr
     kernel[(naiad.cdiv(n, per_program),)](x, out, n, BLOCK=BLOCK)
     np.testing.assert_array_equal(out, x + 1)
     assert not _gathers(kernel.warmup(x, out, n, BLOCK=BLOCK, grid=(1,)))
+
+
+@naiad.jit
+def embedding_mean(out, ids, table, n, V, W: tl.constexpr, T: tl.constexpr, XBLOCK: tl.constexpr,
+                   SHIFT: tl.constexpr):
+    """Inductor's embedding-bag mean, transposed so that the embedding's columns run along the
+    tile's inner dimension: ``out[b, c] = mean_t(table[ids[b, t] mod V, c])`` with ``b, c`` from
+    ``xindex // W`` and ``xindex % W`` (or ``>>``, ``&``), a token id loaded once per row and
+    wrapped by ``where(i < 0, i + V, i)``."""
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[None, :]
+    tokens = tl.arange(0, T)[:, None]
+    mask = xindex < n
+    if SHIFT:
+        row, col = xindex >> 6, xindex & 63
+    else:
+        row, col = xindex // W, xindex % W
+    token = tl.load(ids + (tokens + T * row), mask, other=0)
+    token = tl.where(token < 0, token + V, token)
+    values = tl.load(table + (col + W * token), mask, other=0.0)
+    tl.store(out + xindex, tl.sum(values, 0)[None, :] / T, mask)
+
+
+@pytest.mark.parametrize("width,shift", [(64, False), (64, True), (48, False)])
+def test_an_embedding_row_gathered_by_a_loaded_id_is_a_vector_load(width, shift):
+    """Index arithmetic through //, >>, %, & and where, and an id loaded once per row: the
+    table's row is consecutive along the columns (Triton's analysis says so too), so the table
+    is read by vector loads, not gathers (each of the three failed before the rules for them)."""
+    rng = np.random.default_rng(3)
+    vocabulary, batch, tokens = 100, 37, 8
+    table = rng.standard_normal((vocabulary, width), dtype=np.float32)
+    ids = rng.integers(-vocabulary, vocabulary, (batch, tokens)).astype(np.int64)
+    out = np.zeros((batch, width), np.float32)
+    n = batch * width
+    args = (out, ids, table, n, vocabulary)
+    meta = dict(W=width, T=tokens, XBLOCK=64, SHIFT=shift)
+    embedding_mean[(naiad.cdiv(n, 64),)](*args, **meta)
+    np.testing.assert_allclose(out, table[ids % vocabulary].mean(1), rtol=1e-6, atol=1e-6)
+    llir = embedding_mean.warmup(*args, **meta, grid=(1,)).asm["llir"]
+    gathers = [line for line in llir.splitlines() if "call" in line and "masked.gather" in line]
+    assert not [line for line in gathers if "f32" in line]       # the ids' (i64) only
