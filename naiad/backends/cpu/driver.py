@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import os
 import struct
 import threading
@@ -50,7 +51,7 @@ class WorkEstimate:
 
     Until a kernel has run, a launch runs a first slice of its programs on the calling thread,
     timed, and decides for the rest from that; later launches decide from the estimate and keep
-    it up to date (a launch's time per program, from its wall time and its threads)."""
+    it up to date (the time per program of the programs the calling thread ran itself)."""
 
     def __init__(self) -> None:
         self.program_s: float | None = None
@@ -58,9 +59,9 @@ class WorkEstimate:
     def parallel(self, total: int) -> bool:
         return self.program_s is not None and self.program_s * total >= PARALLEL_WORK_S
 
-    def observe(self, programs: int, seconds: float, threads: int = 1) -> None:
+    def observe(self, programs: int, seconds: float) -> None:
         if programs > 0:
-            self.program_s = seconds * threads / programs
+            self.program_s = seconds / programs
 
 
 class CPULauncher:
@@ -206,13 +207,15 @@ class CPULauncher:
                 self.work.observe(total - first, time.perf_counter() - start)
             return
         bounds = [first + (total - first) * i // threads for i in range(threads + 1)]
-        start = time.perf_counter()
         futures = [self.pool().submit(function, address, nx, ny, nz, bounds[i], bounds[i + 1])
                    for i in range(1, threads)]
+        # Only this thread's own share is timed: the launch's wall time includes handing the
+        # other shares to the pool, which would make small work look large and keep it split.
+        start = time.perf_counter()
         function(address, nx, ny, nz, bounds[0], bounds[1])
+        self.work.observe(bounds[1] - bounds[0], time.perf_counter() - start)
         for future in futures:
             future.result()
-        self.work.observe(total - first, time.perf_counter() - start, threads)
 
 
 def _pointer(value: Any) -> int:
@@ -277,6 +280,13 @@ def _slot(ty: str) -> str:
         return _SLOTS[ty]
     except KeyError:
         raise NaiadError(f"arguments of type {ty} cannot be passed to CPU kernels") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_count() -> int:
+    """The processor count, read once (``os.cpu_count`` takes ~20 us in some containers, and
+    the thread count is asked at every launch split across the pool)."""
+    return os.cpu_count() or 1
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -354,7 +364,7 @@ class CPUDriver(DriverBase):
         return benchmark
 
     def threads(self) -> int:
-        return KNOBS.threads or os.cpu_count() or 1
+        return KNOBS.threads or _cpu_count()
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         return _shared_pool(self.threads() - 1)
