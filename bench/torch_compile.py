@@ -45,6 +45,7 @@ from small_models import MLP, Block, Classifier, ConvNet
 config.compile_threads = 1
 if device == "cpu":
     config.cpu_backend = "triton" if framework == "naiad" else "cpp"
+    config.cpp.enable_kernel_profile = top > 0
 torch.set_default_device(device)
 torch.manual_seed(0)
 
@@ -78,13 +79,19 @@ def seconds(step, repeats):
 
 
 def kernel_times(step):
-    """GPU time (us) of each kernel in one step, by name: where a model's time goes."""
+    """Time (us) of each kernel and aten op in one step, by name: where a model's time goes.  GPU
+    time on a GPU; on the CPU the ops' own time (Inductor's C++ kernels are named when
+    ``cpp.enable_kernel_profile`` is on, its Triton kernels always)."""
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device != "cpu" else [])
+    with profile(activities=activities) as prof:
         step()
         sync()
-    times = {e.key: e.self_device_time_total for e in prof.key_averages()
-             if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0}
+    if device != "cpu":
+        times = {e.key: e.self_device_time_total for e in prof.key_averages()
+                 if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0}
+    else:
+        times = {e.key: e.self_cpu_time_total for e in prof.key_averages() if e.self_cpu_time_total > 0}
     return dict(sorted(times.items(), key=lambda kv: -kv[1])[:top])
 
 
@@ -98,7 +105,7 @@ for name, shapes in sizes.items():
             compiled(*inputs).sum().backward()
 
         results[f"{name} {batch}x{width}"] = seconds(step, 20)
-        if top and device != "cpu":
+        if top:
             kernels[f"{name} {batch}x{width}"] = kernel_times(step)
 x, y = torch.randn(1024), torch.randn(1024)
 pointwise = torch.compile(lambda x, y: torch.relu(x * 2 + y))
@@ -120,7 +127,7 @@ def run_worker(framework: str, device: str, top: int) -> dict:
 def print_kernels(naiad: dict, peer_kernels: dict, peer: str) -> None:
     """Each model's slowest kernels (one profiled step of the last round), Naiad's beside the peer's."""
     for row, times in naiad.items():
-        print(f"-- {row}: GPU time a step, us")
+        print(f"-- {row}: time a step, us")
         other = peer_kernels.get(row, {})
         for name in dict.fromkeys([*times, *other]):
             a, b = times.get(name), other.get(name)
@@ -134,7 +141,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="processes per framework, alternating")
     parser.add_argument("--csv")
     parser.add_argument("--kernels", type=int, default=0, metavar="K",
-                        help="GPU: also print each model's K slowest kernels in both frameworks (one profiled step)")
+                        help="also print each model's K slowest kernels and ops in both frameworks (one profiled "
+                             "step; GPU time on a GPU, the ops' own time on the CPU)")
     args = parser.parse_args()
     peer = "inductor_cpp" if args.device == "cpu" else "triton"
     samples: dict[str, dict[str, list[float]]] = {"naiad": {}, peer: {}}

@@ -361,6 +361,9 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         return full
     from naiad import knobs
     from naiad.backends.driver import StaleLaunch
+    from naiad.runtime.torch_modes import mode_switches
+
+    modes_on, modes_off = mode_switches()
 
     scope: dict[str, Any] = {
         "_naiad_ndarray": _ndarray, "_naiad_address": _numpy_address, "_naiad_token": _token,
@@ -373,6 +376,7 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         # builtins under names no parameter can shadow (a parameter may be called `type`)
         "_naiad_type": type, "_naiad_tuple": tuple,
         "_naiad_callable": callable, "_naiad_dict": dict, "_naiad_Tensor": _torch_tensor_type(),
+        "_naiad_modes_on": modes_on, "_naiad_modes_off": modes_off,
         "_naiad_StaleLaunch": StaleLaunch}
     names = [p.name for p in fn.params]
     objects = ", ".join(names)
@@ -409,9 +413,11 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
                   f"        {value} = _naiad_address({name})",
                   f"        {token} = ({name}.dtype, {value} % 16 == 0, {name}.flags.writeable)",
                   f"    elif _naiad_type({name}) is _naiad_Tensor:     # torch: address, device by index",
-                  f"        {value} = {name}.data_ptr()",
-                  f"        {token} = ({name}.dtype, {name}.get_device() if {name}.is_cuda else "
-                  f"{name}.device.type, {value} % 16 == 0)",
+                  "        if _naiad_modes_on():                  # read outside them (`torch_modes`)",
+                  "            with _naiad_modes_off():",
+                  *[f"    {line}" for line in _tensor_reads(name, value, token)],
+                  "        else:",
+                  *_tensor_reads(name, value, token),
                   f"    elif _naiad_type({name}) is int and 1 < {name} <= {_INT32[1]}:     # `_token`'s rule",
                   f"        {value} = {name}",
                   f"        {token} = (32, {name} % 16 == 0)",
@@ -454,6 +460,13 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
     source = f"def {fn.__name__}({params}):\n" + "\n".join(lines) + "\n"
     exec(compile(source, f"<naiad launch {fn.__name__}>", "exec"), scope)
     return scope[fn.__name__]
+
+
+def _tensor_reads(name: str, value: str, token: str) -> list[str]:
+    """A launch entry's lines that read torch tensor ``name``'s address and token."""
+    return [f"            {value} = {name}.data_ptr()",
+            f"            {token} = ({name}.dtype, {name}.get_device() if {name}.is_cuda else "
+            f"{name}.device.type, {value} % 16 == 0)"]
 
 
 _MISSING = object()

@@ -27,6 +27,7 @@ from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.runtime.array_address import numpy_address
 from naiad.runtime.arrays import data_pointer
+from naiad.runtime.torch_modes import outside_modes
 from naiad.runtime.slots import runtime_slots
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
@@ -80,7 +81,8 @@ class CPULauncher:
         self.threads = threads
         self.pool = pool
         self.work = WorkEstimate()
-        self._pack_fast = None if self.bounds_check else self._build_packer()
+        packer = None if self.bounds_check else self._build_packer()
+        self._pack_fast = outside_modes(packer) if packer is not None else None
         #: Whether a launch may pass a numpy array's data address (an int) in its place
         #: (`JITFunction.run`'s warm path does, having read the address already).
         self.accepts_addresses = self._pack_fast is not None

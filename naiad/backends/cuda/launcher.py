@@ -22,6 +22,7 @@ from naiad.backends.cuda.tensor_map_encoding import (ARITHMETIC, MAP_BYTES as _M
 from naiad.backends.driver import StaleLaunch, bf16_bits
 from naiad.errors import NaiadError
 from naiad.runtime.slots import path_expression, runtime_slots
+from naiad.runtime.torch_modes import outside_modes
 
 if TYPE_CHECKING:
     from naiad.backends.cuda.driver import CUDADriver
@@ -84,7 +85,7 @@ class CUDALauncher:
                                     + "".join(_slot(ty, self.name) for _, ty, _ in self.slots)
                                     + f"{_MAP_BYTES}s" * len(maps))
         self._launch = driver.cuda.cuLaunchKernelEx
-        self.pack = self._build_packer()
+        self.pack = outside_modes(self._build_packer())
 
     def _build_packer(self) -> Callable[[Sequence[Any], int], Any]:
         maps = self.maps.maps if self.maps is not None else []
