@@ -403,10 +403,11 @@ def _shift_left(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     a, b = _binary(op, get)
     rank = len(shape)
     scale = 1 << b.constant if b.constant is not None and 0 <= b.constant < 31 else None
-    divisibility = tuple(min(_LARGE, a.divisibility[d] * scale) if scale else 1 for d in range(max(rank, 1)))
     if rank == 0:
-        return AxisInfo((), divisibility[:1], (), a.constant * scale if scale and a.constant is not None
+        divisible = min(_LARGE, scalar_divisibility(a) * scale) if scale else 1
+        return AxisInfo((), (divisible,), (), a.constant * scale if scale and a.constant is not None
                         else None)
+    divisibility = tuple(min(_LARGE, a.divisibility[d] * scale) if scale else 1 for d in range(rank))
     return AxisInfo(tuple(a.contiguity[d] if scale == 1 else 1 for d in range(rank)), divisibility,
                     tuple(math.gcd(a.constancy[d], b.constancy[d]) for d in range(rank)))
 

@@ -199,3 +199,51 @@ def test_python_scalar_operands_keep_the_tensor_type(name):
         product = rounded(compute(a, s_type) * compute(np.array(7), s_type), s_type)
         assert_close(from_kernel(outs[1]), product, s_type)
         assert_close(from_kernel(outs[2]), rounded(compute(np.array(2), name) - c, name), name)
+
+
+@naiad.jit
+def shift_kernel(x, y, shl, shr, const_shl, shl_const, shr_const, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(x + offs, mask=m)
+    b = tl.load(y + offs, mask=m)
+    tl.store(shl + offs, a << b, mask=m)
+    tl.store(shr + offs, a >> b, mask=m)
+    tl.store(const_shl + offs, 3 << b, mask=m)
+    tl.store(shl_const + offs, a << 4, mask=m)
+    tl.store(shr_const + offs, a >> 2, mask=m)
+
+
+@naiad.jit
+def scalar_shift_kernel(x, y, shl, shr, const_shl, shl_const, shr_const):
+    """`shift_kernel` on scalars: one element per program (``3 << b`` of a scalar ``b`` is the
+    case the address analysis once failed on)."""
+    i = tl.program_id(0)
+    a = tl.load(x + i)
+    b = tl.load(y + i)
+    tl.store(shl + i, a << b)
+    tl.store(shr + i, a >> b)
+    tl.store(const_shl + i, 3 << b)
+    tl.store(shl_const + i, a << 4)
+    tl.store(shr_const + i, a >> 2)
+
+
+@pytest.mark.parametrize("scalar", [False, True], ids=["blocks", "scalars"])
+@pytest.mark.parametrize("name", INTS)
+def test_shifts(name, scalar):
+    """``<<`` wraps in the operand's type, ``>>`` is arithmetic for signed types and logical for
+    unsigned ones, by a tensor or a constant, a constant shifted by a tensor included."""
+    rng = np.random.default_rng(200 + INTS.index(name))
+    bits = np.dtype(name).itemsize * 8
+    a = random(name, N, rng)
+    b = rng.integers(0, bits, N).astype(name)
+    outs = [empty(N, name) for _ in range(5)]
+    if scalar:
+        scalar_shift_kernel[(N,)](a, b, *outs)
+    else:
+        shift_kernel[(naiad.cdiv(N, BLOCK),)](a, b, *outs, N, BLOCK=BLOCK)
+    three = np.array(3, name)
+    expected = [np.left_shift(a, b), np.right_shift(a, b), np.left_shift(three, b),
+                np.left_shift(a, np.array(4, name)), np.right_shift(a, np.array(2, name))]
+    for label, out, want in zip(("a << b", "a >> b", "3 << b", "a << 4", "a >> 2"), outs, expected):
+        np.testing.assert_array_equal(out, want, err_msg=f"{name} {label}")
