@@ -42,7 +42,7 @@ def test_warm_launch_reads_nothing_through_a_mode(n, dtype):
     x = (torch.arange(n) % 7).to(dtype)
     y = (torch.arange(n) % 5).to(dtype)
     out = torch.zeros(n, dtype=dtype)
-    grid = (triton_cdiv(n, 128),)
+    grid = (naiad.cdiv(n, 128),)
     scaled_add[grid](x, y, out, n, 3, BLOCK=128)          # compiled outside the mode
     out.zero_()
     with Recording() as mode:
@@ -59,7 +59,7 @@ def test_grid_functions_still_run_under_the_mode():
 
     def grid(meta):
         torch.zeros(1)                  # the user's own torch call: the mode sees it
-        return (triton_cdiv(meta["n"], meta["BLOCK"]),)
+        return (naiad.cdiv(meta["n"], meta["BLOCK"]),)
 
     with Recording() as mode:
         scaled_add[grid](x, y, out, n, 0.5, BLOCK=128)
@@ -88,7 +88,3 @@ def test_set_default_device_launch_is_right():
         scaled_add[(7,)](x, y, out, 777, -2.0, BLOCK=128)
         scaled_add[(7,)](x, y, out, 777, -2.0, BLOCK=128)
     np.testing.assert_allclose(out.numpy(), x.numpy() * -2 + y.numpy(), rtol=1e-6)
-
-
-def triton_cdiv(a, b):
-    return (a + b - 1) // b
