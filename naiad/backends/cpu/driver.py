@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from naiad.backends.cpu.knobs import KNOBS
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.cpu import runtime
+from naiad.backends.cpu import openmp, runtime
 from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
@@ -42,8 +42,12 @@ _SLOTS = {
 _POINTER = "Q"
 
 
-#: Work (seconds on one thread) below which a launch runs on the calling thread alone.
+#: Work (seconds on one thread) below which a launch runs on the calling thread alone, when
+#: its shares go to Naiad's thread pool, and when they go to the process's OpenMP threads
+#: (`naiad.backends.cpu.openmp`), whose hand-off is cheaper: splitting a SiLU pays from about
+#: 10 us of work there (measured on two cores after a torch matmul).
 PARALLEL_WORK_S = 100e-6
+OPENMP_WORK_S = 20e-6
 
 
 class WorkEstimate:
@@ -57,8 +61,8 @@ class WorkEstimate:
     def __init__(self) -> None:
         self.program_s: float | None = None
 
-    def parallel(self, total: int) -> bool:
-        return self.program_s is not None and self.program_s * total >= PARALLEL_WORK_S
+    def parallel(self, total: int, threshold_s: float = PARALLEL_WORK_S) -> bool:
+        return self.program_s is not None and self.program_s * total >= threshold_s
 
     def observe(self, programs: int, seconds: float) -> None:
         if programs > 0:
@@ -193,8 +197,9 @@ class CPULauncher:
 
 
     def run_grid(self, function: Any, address: int, nx: int, ny: int, nz: int, total: int) -> None:
-        """Programs ``[0, total)`` on this thread, or split across the pool when their work
-        is worth it (`WorkEstimate`)."""
+        """Programs ``[0, total)`` on this thread, or split across threads when their work is
+        worth it (`WorkEstimate`): as one parallel region of the process's OpenMP runtime when
+        one is loaded (`openmp.loaded_team`), else through Naiad's thread pool."""
         threads = min(self.threads, total)
         first = 0
         if threads > 1 and self.work.program_s is None:      # a first slice, timed
@@ -202,11 +207,16 @@ class CPULauncher:
             start = time.perf_counter()
             function(address, nx, ny, nz, 0, first)
             self.work.observe(first, time.perf_counter() - start)
-        if threads <= 1 or not self.work.parallel(total - first):
+        team = openmp.loaded_team() if threads > 1 and KNOBS.openmp else None
+        threshold = PARALLEL_WORK_S if team is None else OPENMP_WORK_S
+        if threads <= 1 or not self.work.parallel(total - first, threshold):
             start = time.perf_counter()
             function(address, nx, ny, nz, first, total)
             if threads > 1:
                 self.work.observe(total - first, time.perf_counter() - start)
+            return
+        if team is not None:
+            self.work.observe(*team.run(function, address, nx, ny, nz, first, total, threads))
             return
         bounds = [first + (total - first) * i // threads for i in range(threads + 1)]
         futures = [self.pool().submit(function, address, nx, ny, nz, bounds[i], bounds[i + 1])

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from naiad.knobs import KnobGroup, env_int
+from naiad.knobs import KnobGroup, env_bool, env_int
 
 
 class CPUKnobs(KnobGroup):
@@ -12,6 +12,11 @@ class CPUKnobs(KnobGroup):
     threads = env_int(
         "NAIAD_CPU_THREADS", None,
         "Threads that run a launch's programs in parallel (default: all cores).")
+    openmp = env_bool(
+        "NAIAD_CPU_OPENMP", True,
+        "Run launches split across threads on the process's OpenMP runtime when one is loaded "
+        "(torch's libgomp); off: always on Naiad's own thread pool.")
 
 
 KNOBS = CPUKnobs()
+
