@@ -199,3 +199,12 @@ def pack_vector(b: ir.IRBuilder, values: list[ir.Value], vtype: ir.Type) -> ir.V
     for j, v in enumerate(values):
         packed = b.insert_element(packed, v, ir.Constant(I32, j))
     return packed
+
+
+def freeze(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """LLVM's ``freeze`` of ``value`` (llvmlite's builder has no method for it).  It computes
+    nothing; code generators do not look through it, which is how a caller keeps a pattern
+    from being matched (see `ChunkEmitter.store_chunk`)."""
+    instruction = ir.instructions.Instruction(b.block, value.type, "freeze", [value])
+    b._insert(instruction)      # the builder's own insertion, as its methods use
+    return instruction

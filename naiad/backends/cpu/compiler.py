@@ -130,14 +130,24 @@ def _make_ttir(module: Any) -> Any:
 
 
 def _make_ttgir(module: Any, target: GPUTarget) -> Any:
-    """Target attributes (one thread per program, no layouts), then reductions folded across
-    loops kept per vector lane until the loop ends (naiad/passes/reduce_locality.py)."""
+    """Target attributes (one thread per program, no layouts); small branches that only
+    compute blocks made selects (naiad/passes/speculate_ifs.py: blocks live in memory here,
+    and a branch yielding them costs copies), 2-D blocks that lie along memory's first axis
+    turned over (`transpose_blocks`), then reductions folded across loops kept per vector lane
+    until the loop ends (naiad/passes/reduce_locality.py)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, i32
 
     from naiad.backends.cpu.target import host_features, vector_bytes
+    from naiad.backends.cpu.transpose_blocks import transpose_blocks
     from naiad.passes import run_passes
     from naiad.passes.reduce_locality import reduce_locality
+    from naiad.passes.speculate_ifs import speculate_ifs
 
+    if speculate_ifs(module):
+        run_passes(module, ("cse", "dce"))
+        module.verify()
+    if transpose_blocks(module):
+        module.verify()
     if reduce_locality(module, vector_bytes(host_features())):
         run_passes(module, ("cse", "dce"))
         module.verify()

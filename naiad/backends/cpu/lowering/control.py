@@ -3,7 +3,10 @@
 Scalars cross region boundaries as LLVM phis.  Tensors cross them in memory: each tensor that a
 loop carries gets one buffer for the whole loop, which the body reads as its block argument and
 overwrites with the yielded value; an ``scf.if`` writes its tensor results into buffers from
-either branch.  Block pointers cross them as one phi per scalar.  ``acc = tl.dot(a, b, acc)``
+either branch.  Carried tensors yielded as element-wise functions of their elements are all
+written in one pass over their chunks (`_write_fused`), each chunk of every yield computed
+before any is stored, so values they share (a load, a Welford update's delta) are computed
+once a chunk and never stored in between.  Block pointers cross them as one phi per scalar.  ``acc = tl.dot(a, b, acc)``
 accumulates straight into the carried buffer
 (`dot_destination`), so the usual matmul loop copies nothing.
 """
@@ -16,7 +19,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType
 
 from naiad.backends.cpu.lowering.block_pointers import BlockPointer
-from naiad.backends.cpu.lowering.tiles import ELEMENTWISE, Buffer, Lazy
+from naiad.backends.cpu.lowering.tiles import ELEMENTWISE, Buffer, Lazy, numel
 from naiad.ir import arith, tt
 
 
@@ -34,16 +37,62 @@ def _carry(kernel: Any, init: Any) -> Buffer:
 def _write_yields(kernel: Any, yields: list[tuple[Any, Buffer]]) -> None:
     """Write each yielded tensor into its carried buffer.
 
-    The writes happen one after another but mean a parallel assignment (``prev, cur = cur,
-    prev + cur``): before a buffer is overwritten, each value still to be written that reads it
-    is first computed into a scratch buffer.
+    The writes mean a parallel assignment (``prev, cur = cur, prev + cur``).  When every
+    yield is computed element by element (`_fusable`), one pass over the chunks computes each
+    chunk of all of them, then stores it.  Otherwise they are written one after another, and
+    before a buffer is overwritten, each value still to be written that reads it is first
+    computed into a scratch buffer.
     """
+    if _fusable(kernel, yields):
+        _write_fused(kernel, yields)
+        return
     sources: list[Any] = [value for value, _ in yields]
     for i, (_, target) in enumerate(yields):
         for j in range(i + 1, len(sources)):
             if _reads(kernel, sources[j], target):
                 sources[j] = _scratch_copy(kernel, sources[j])
         _write_yield(kernel, sources[i], target)
+
+
+def _fusable(kernel: Any, yields: list[tuple[Any, Buffer]]) -> bool:
+    """Whether several yields are all lazy, of one element count, and read the carried buffers
+    only at the element they write (so computing a chunk of each before storing any is the
+    parallel assignment)."""
+    if len(yields) < 2 or len({numel(value.type) for value, _ in yields}) != 1:
+        return False
+    if not all(isinstance(kernel.lookup(value), Lazy) for value, _ in yields):
+        return False
+    return not any(_reads_other_elements(kernel, value, target)
+                   for value, _ in yields for _, target in yields)
+
+
+def _write_fused(kernel: Any, yields: list[tuple[Any, Buffer]]) -> None:
+    def chunk(index: Any, lanes: int) -> None:
+        values = [kernel.chunks.value_at(value, index, lanes) for value, _ in yields]
+        for (_, target), value in zip(yields, values):
+            kernel.chunks.store_chunk(target, index, value)
+
+    kernel.for_each_chunk(yields[0][0].type, chunk)
+
+
+def fused_values(block: Any) -> set[Any]:
+    """The tensors of a loop body that `_write_fused` computes once a chunk anyway: element-wise
+    results and loads of the yields' shape whose every use is a yield or another such value.
+    Kept lazy (not materialized for their several uses), they cost nothing between chunks."""
+    terminator = block.last_op
+    shapes = {tuple(v.type.get_shape()) for v in terminator.operands if _is_tensor(v)}
+    fused: set[Any] = set()
+    if len(shapes) != 1:
+        return fused
+    for op in reversed(list(block.ops)[:-1]):
+        if not isinstance(op, ELEMENTWISE + (tt.LoadOp,)) or len(op.results) != 1:
+            continue
+        result = op.results[0]
+        if _is_tensor(result) and tuple(result.type.get_shape()) in shapes and all(
+                use.operation is terminator or use.operation.results and
+                use.operation.results[0] in fused for use in result.uses):
+            fused.add(result)
+    return fused
 
 
 def _scratch_copy(kernel: Any, source: Any) -> Buffer:
@@ -160,6 +209,7 @@ def lower_for(kernel: Any, op: scf.ForOp) -> None:
     block = op.body.block
     _bind(kernel, block.args, [iv] + [phis.get(i, v) for i, v in enumerate(carried)])
     terminator = block.last_op
+    kernel.fused |= fused_values(block)
     lower_body(kernel, block)
     yielded = list(terminator.operands)
     _write_yields(kernel, [(v, c) for v, c in zip(yielded, carried) if isinstance(c, Buffer)])

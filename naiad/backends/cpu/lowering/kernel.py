@@ -65,6 +65,9 @@ class KernelLowering:
         #: Per region being lowered (innermost last): its block, and what `remember` replaced
         #: there for values defined outside it.
         self._regions: list[tuple[Block, list[tuple[SSAValue, Any]]]] = []
+        #: Loop-body values computed a chunk at a time with the yields they feed
+        #: (`control.fused_values`): never materialized for their several uses.
+        self.fused: set[SSAValue] = set()
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -357,6 +360,8 @@ class KernelLowering:
             self.materialize(result)
 
     def _must_materialize(self, value: SSAValue) -> bool:
+        if value in self.fused:
+            return False
         uses = self.uses.get(value, (0, False))
         count, elsewhere = uses
         cost = _recompute_cost(self, value)

@@ -160,9 +160,16 @@ class ChunkEmitter:
         return value
 
     def store_chunk(self, buffer: Buffer, index: ir.Value, value: ir.Value) -> None:
+        """Store a chunk into a kernel buffer.  The value is frozen first: a buffer updated as
+        ``buffer = where(mask, new, buffer)`` (a loop-carried accumulator under a mask) would
+        otherwise become a masked store in LLVM's code generator (x86 ``vmaskmovps``), which
+        AMD processors run microcoded: a Welford loop took 4x as long.  The buffer is the
+        kernel's own, so writing all lanes is always allowed."""
         element = lt.memory_type(buffer.mlir_type)
         if element != lt.scalar(buffer.mlir_type):
             value = self.b.zext(value, lt.vector(element, lt.lanes_of(value.type)))
+        if isinstance(value.type, ir.VectorType):
+            value = lt.freeze(self.b, value)
         self.b.store(value, self.element_pointer(buffer, index), align=lt.byte_size(element))
 
     def _i64(self, value: ir.Value) -> ir.Value:
