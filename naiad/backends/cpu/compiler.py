@@ -165,7 +165,8 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
 
     llvm = _binding()
     machine = target_machine(target.arch)
-    lowering = KernelLowering(module, CPUHooks(options.bounds_check), vector_bytes(host_features()) // 4,
+    hooks = CPUHooks(options.bounds_check, compare_exchange_16="+cx16" in host_features().split(","))
+    lowering = KernelLowering(module, hooks, vector_bytes(host_features()) // 4,
                               llvm.get_process_triple(), str(machine.target_data), options.bounds_check)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data

@@ -50,6 +50,10 @@ PARALLEL_WORK_S = 100e-6
 OPENMP_WORK_S = 20e-6
 
 
+#: How far a slower measurement moves a kernel's estimate (`WorkEstimate.observe`).
+_SLOWER_WEIGHT = 0.25
+
+
 class WorkEstimate:
     """How long one program of a kernel takes on one thread, learned from its launches, and so
     whether a launch of ``total`` programs is worth splitting across threads.
@@ -65,8 +69,16 @@ class WorkEstimate:
         return self.program_s is not None and self.program_s * total >= threshold_s
 
     def observe(self, programs: int, seconds: float) -> None:
-        if programs > 0:
-            self.program_s = seconds / programs
+        """A faster measurement replaces the estimate; a slower one moves it a quarter of the
+        way: a thread preempted once (a busy machine) must not make the next launch split,
+        since a split launch that waits for a preempted worker costs milliseconds."""
+        if programs <= 0:
+            return
+        measured = seconds / programs
+        if self.program_s is None or measured <= self.program_s:
+            self.program_s = measured
+        else:
+            self.program_s += (measured - self.program_s) * _SLOWER_WEIGHT
 
 
 class CPULauncher:

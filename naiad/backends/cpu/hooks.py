@@ -12,8 +12,11 @@ from naiad.codegen.hooks import TargetHooks
 class CPUHooks(TargetHooks):
     name = "cpu"
 
-    def __init__(self, bounds_check: bool = False):
+    def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False):
         self.bounds_check = bounds_check
+        #: Whether the target has a 16-byte compare-and-swap (x86 ``cmpxchg16b``): fp32
+        #: atomic adds then go four elements at a time (`lowering.memory`).
+        self.compare_exchange_16 = compare_exchange_16
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""

@@ -25,7 +25,7 @@ from xdsl.ir import Block, SSAValue
 from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
                                          reductions, shapes)
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
-                                               consecutive_lanes, numel, shape_of)
+                                               consecutive_lanes, numel, shape_of, uniform_lanes)
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.axis_info import AxisInfo, analyze, info_of
 from naiad.compiler.errors import error_at
@@ -199,6 +199,11 @@ class KernelLowering:
         """Whether each chunk of ``lanes`` elements of the tensor ``value`` holds consecutive
         values (pointers: addresses one element apart), as `consecutive_lanes` reads it."""
         return consecutive_lanes(self.axis_info(value), shape_of(value.type), lanes)
+
+    def uniform(self, value: SSAValue, lanes: int) -> bool:
+        """Whether each chunk of ``lanes`` elements of the tensor ``value`` holds one value
+        (pointers: one address), as `uniform_lanes` reads it."""
+        return uniform_lanes(self.axis_info(value), shape_of(value.type), lanes)
 
     def buffer(self, mlir_type: Any) -> Buffer:
         """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry)."""

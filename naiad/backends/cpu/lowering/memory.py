@@ -7,7 +7,10 @@ information: `KernelLowering.consecutive`) becomes one vector load or store, mas
 (`emit_load` / `store_chunk`, which `block_pointers` shares).  ``int1`` tensors are stored
 as one byte per element, as in Triton.  Atomics run element by element (LLVM's
 ``atomicrmw`` is scalar) in program order; a float compare-and-swap compares bits, and a bf16
-add is a compare-and-swap loop.
+add is a compare-and-swap loop.  An fp32 add whose result is unused, to consecutive 16-byte
+aligned elements, goes four at a time through one 16-byte compare-and-swap where the target
+has one (`_add_four_at_a_time`): x86 has no float atomic add, so each is a compare-and-swap
+loop, and an embedding's backward (torch.compile's ``index_put`` with accumulate) is millions.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType
 
-from naiad.backends.cpu.lowering.tiles import Lazy
+from naiad.backends.cpu.lowering.tiles import Lazy, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
+from naiad.codegen.axis_info import innermost_dim
 
 
 def _pointers(kernel: Any, addresses: ir.Value, lanes: int) -> ir.Value:
@@ -49,8 +53,27 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     element = lt.memory_type(op.results[0].type)
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
+    if index is not None and lanes > 1 and not kernel.bounds_check and kernel.uniform(op.ptr, lanes) \
+            and (op.mask is None or kernel.uniform(op.mask, lanes)):
+        return _uniform_load(kernel, op, operand(op.ptr), mask, passthru, lanes)
     return emit_load(kernel, op, operand(op.ptr), mask, passthru, lanes,
                      kernel.consecutive(op.ptr, lanes))
+
+
+def _uniform_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
+                  passthru: ir.Value, lanes: int) -> ir.Value:
+    """A chunk whose lanes all read one address (``ids[offs // 128]``: one id per row of a
+    block), under a mask equal in every lane: one scalar load, in every lane.  The lanes'
+    ``other`` values may differ, so a masked-off chunk keeps them."""
+    b, ctx = kernel.b, kernel.ctx(lanes)
+    element = lt.memory_type(op.results[0].type)
+    lane0 = ir.Constant(lt.I32, 0)
+    first = b.extract_element(addresses, lane0)
+    active = None if mask is None else b.extract_element(mask, lane0)
+    value = ctx.splat(_scalar_load(kernel, first, active, ir.Constant(element, None), element))
+    if mask is not None:
+        value = b.select(mask, value, lt.to_memory(b, passthru))
+    return lt.from_memory(b, value, lt.scalar(op.results[0].type))
 
 
 def emit_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
@@ -206,7 +229,75 @@ def lower_atomic_rmw(kernel: Any, op: Any) -> None:
             return _guarded(kernel, checked, element, lambda: _add_bf16(kernel, op, pointer, value, ordering))
         return _guarded(kernel, checked, element, lambda: kernel.b.atomic_rmw(kind, pointer, value, ordering))
 
+    if _adds_four_at_a_time(kernel, op):
+        _add_four_at_a_time(kernel, op, emit, ordering)
+        return
     _atomic_elementwise(kernel, op, emit)
+
+
+#: Elements one 16-byte compare-and-swap covers in `_add_four_at_a_time`.
+_WIDE_LANES = 4
+
+
+def _adds_four_at_a_time(kernel: Any, op: Any) -> bool:
+    """An fp32 atomic add whose result nobody reads, to pointers whose every group of four
+    lanes is four consecutive elements starting 16-byte aligned, on a target with a 16-byte
+    compare-and-swap, without bounds checks."""
+    if op.atomic_rmw_op.data.value != "fadd" or lt.scalar(op.val.type) != lt.F32 \
+            or not kernel.hooks.compare_exchange_16 or kernel.bounds_check:
+        return False
+    result = op.results[0]
+    if not isinstance(result.type, TensorType) or any(True for _ in result.uses):
+        return False
+    shape = shape_of(op.ptr.type)
+    inner = innermost_dim(shape)
+    return inner is not None and kernel.consecutive(op.ptr, _WIDE_LANES) \
+        and kernel.axis_info(op.ptr).divisibility[inner] % 16 == 0
+
+
+def _add_four_at_a_time(kernel: Any, op: Any, emit: Any, ordering: str) -> None:
+    """Each group of four lanes: one compare-and-swap loop on 16 bytes adding all four (each
+    element's add is atomic, as asked; the four are also atomic together).  A group with some
+    lanes masked off runs lane by lane."""
+    b = kernel.b
+    wide, vector = ir.IntType(128), lt.vector(lt.F32, _WIDE_LANES)
+
+    def group(i: ir.Value) -> None:
+        index = b.mul(i, ir.Constant(lt.I32, _WIDE_LANES))
+        addresses = kernel.chunks.value_at(op.ptr, index, _WIDE_LANES)
+        values = kernel.chunks.value_at(op.val, index, _WIDE_LANES)
+
+        def together() -> None:
+            pointer = b.inttoptr(b.extract_element(addresses, ir.Constant(lt.I32, 0)), lt.PTR)
+            pre = b.block
+            retry, done = b.append_basic_block("atomic.wide.retry"), b.append_basic_block("atomic.wide.done")
+            initial = b.load_atomic(pointer, "monotonic", 16, typ=wide)
+            b.branch(retry)
+            b.position_at_end(retry)
+            old = b.phi(wide)
+            old.add_incoming(initial, pre)
+            total = b.bitcast(b.fadd(b.bitcast(old, vector), values), wide)
+            pair = b.cmpxchg(pointer, old, total, ordering, _failure_ordering(ordering))
+            old.add_incoming(b.extract_value(pair, 0), retry)
+            b.cbranch(b.extract_value(pair, 1), done, retry)
+            b.position_at_end(done)
+
+        if op.mask is None:
+            together()
+            return
+        mask = kernel.chunks.value_at(op.mask, index, _WIDE_LANES)
+
+        def lane_by_lane() -> None:
+            for k in range(_WIDE_LANES):
+                lane = ir.Constant(lt.I32, k)
+                emit(b.extract_element(addresses, lane), b.extract_element(values, lane),
+                     b.extract_element(mask, lane))
+
+        every = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1, [mask.type]),
+                       [mask])
+        kernel.choose(every, together, lane_by_lane, None)
+
+    kernel.counted_loop(numel(op.results[0].type) // _WIDE_LANES, group)
 
 
 def _failure_ordering(ordering: str) -> str:

@@ -299,3 +299,14 @@ def consecutive_lanes(info: AxisInfo, shape: list[int], lanes: int) -> bool:
     inner = innermost_dim(shape)
     return lanes > 1 and inner is not None and shape[inner] % lanes == 0 \
         and info.contiguity[inner] % lanes == 0
+
+
+def uniform_lanes(info: AxisInfo, shape: list[int], lanes: int) -> bool:
+    """Whether every chunk of ``lanes`` elements of a tensor of ``shape`` holds one value, by
+    its axis information: the runs of equal values along the innermost dimension longer than 1
+    are a multiple of ``lanes`` long (a chunk then lies inside one run, as in
+    `consecutive_lanes`); a tensor whose dimensions are all 1 is one value."""
+    inner = innermost_dim(shape)
+    if inner is None:
+        return True
+    return lanes > 1 and shape[inner] % lanes == 0 and info.constancy[inner] % lanes == 0

@@ -1,0 +1,92 @@
+"""fp32 atomic adds to consecutive, 16-byte aligned elements whose result is unused go four
+elements at a time through one 16-byte compare-and-swap on x86 (`lowering.memory`); every
+other atomic add goes element by element.  Scatter-adds with repeated rows, split across
+threads, masks that cut groups of four, misaligned pointers and used results all match numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.cpu.target import host_features
+
+pytestmark = pytest.mark.shipped_backends
+
+WIDE = "+cx16" in host_features().split(",")
+
+
+def _wide(kernel) -> bool:
+    """Whether the kernel's LLVM IR holds a 16-byte compare-and-swap."""
+    return any("cmpxchg" in line and "i128" in line for line in kernel.asm["llir"].splitlines())
+
+
+@naiad.jit
+def scatter_rows(ids_ptr, grad_ptr, table_ptr, n_rows, N, BLOCK_R: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SHIFT: tl.constexpr):
+    """table[ids[r], SHIFT + c] += grad[r, c]: an embedding's backward."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
+    cols = tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < n_rows) & (cols < N)
+    ids = tl.load(ids_ptr + rows, rows < n_rows, other=0)
+    grad = tl.load(grad_ptr + rows * N + cols, mask, other=0.0)
+    tl.atomic_add(table_ptr + ids * (N + SHIFT) + SHIFT + cols, grad, mask, sem="relaxed")
+
+
+def _scatter(n_rows, n, block_n, shift=0, split=False, dtype=np.float32):
+    rng = np.random.default_rng(n_rows * 7 + n)
+    ids = rng.integers(0, 40, n_rows).astype(np.int64)           # many repeated rows
+    grad = rng.standard_normal((n_rows, n)).astype(dtype)
+    table = np.zeros((40, n + shift), dtype)
+    grid = (naiad.cdiv(n_rows, 4),)
+    kernel = scatter_rows[grid](ids, grad, table, n_rows, n, BLOCK_R=4, BLOCK_N=block_n, SHIFT=shift)
+    if split:                                   # run the rest split across threads, contending
+        kernel.launcher.work.program_s = 1.0
+        scatter_rows[grid](ids, grad, table, n_rows, n, BLOCK_R=4, BLOCK_N=block_n, SHIFT=shift)
+    expected = np.zeros((40, n + shift), np.float64)
+    np.add.at(expected, (ids[:, None], shift + np.arange(n)[None, :]), grad.astype(np.float64))
+    return kernel, table, expected * (2 if split else 1)
+
+
+@pytest.mark.parametrize("n_rows", [1, 37, 256])
+@pytest.mark.parametrize("split", [False, True])
+def test_scatter_add_with_repeated_rows_matches_numpy(n_rows, split):
+    kernel, table, expected = _scatter(n_rows, 128, 128, split=split)
+    np.testing.assert_allclose(table, expected, rtol=1e-5, atol=1e-4)
+    if WIDE:
+        assert _wide(kernel)
+
+
+@pytest.mark.parametrize("n", [100, 3, 66])
+def test_masks_that_cut_groups_of_four(n):
+    kernel, table, expected = _scatter(50, n, 128, split=True)
+    np.testing.assert_allclose(table, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_misaligned_rows_go_element_by_element():
+    kernel, table, expected = _scatter(64, 64, 64, shift=1)
+    np.testing.assert_allclose(table, expected, rtol=1e-5, atol=1e-4)
+    assert not _wide(kernel)
+
+
+def test_other_types_go_element_by_element():
+    kernel, table, expected = _scatter(64, 64, 64, dtype=np.float64)
+    np.testing.assert_allclose(table, expected, rtol=1e-12, atol=1e-12)
+    assert not _wide(kernel)
+
+
+@naiad.jit
+def add_and_return(x_ptr, old_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    old = tl.atomic_add(x_ptr + offs, tl.full([BLOCK], 1.5, tl.float32))
+    tl.store(old_ptr + offs, old)
+
+
+def test_adds_whose_result_is_read_return_the_old_values():
+    x = np.arange(64, dtype=np.float32)
+    old = np.zeros(64, np.float32)
+    kernel = add_and_return[(3,)](x, old, BLOCK=64)
+    np.testing.assert_array_equal(x, np.arange(64, dtype=np.float32) + 4.5)
+    assert set(old.tolist()) <= set((np.arange(64)[:, None] + np.array([0, 1.5, 3.0])).ravel().tolist())
+    assert not _wide(kernel)
