@@ -21,6 +21,7 @@ import math
 import os
 import statistics
 import subprocess
+import tempfile
 import sys
 
 #: model -> sizes, per device: (batch, width)
@@ -115,10 +116,14 @@ print(json.dumps({"times": results, "kernels": kernels}))
 
 
 def run_worker(framework: str, device: str, top: int) -> dict:
-    env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]), MODELS_DIR,
-                           str(top)],
-                          capture_output=True, text=True, env=env, timeout=3000)
+    """One framework's rows, in a process of its own with an empty Inductor cache: Inductor keeps
+    each kernel's autotuned config on disk, keyed by the kernel's source, so a cache from an
+    earlier run (another Naiad) would pick configs for code that has changed since."""
+    with tempfile.TemporaryDirectory(prefix="naiad-bench-inductor-") as cache:
+        env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_CACHE_DIR=cache)
+        done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]),
+                               MODELS_DIR, str(top)],
+                              capture_output=True, text=True, env=env, timeout=3000)
     if done.returncode != 0:
         raise RuntimeError(f"{framework}: {done.stderr.strip()[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -213,19 +213,24 @@ class CPULauncher:
         worth it (`WorkEstimate`): as one parallel region of the process's OpenMP runtime when
         one is loaded (`openmp.loaded_team`), else through Naiad's thread pool."""
         threads = min(self.threads, total)
+        if threads <= 1:
+            function(address, nx, ny, nz, 0, total)
+            return
         first = 0
-        if threads > 1 and self.work.program_s is None:      # a first slice, timed
+        if self.work.program_s is None:                    # a first slice, timed
             first = max(1, total // (4 * threads))
             start = time.perf_counter()
             function(address, nx, ny, nz, 0, first)
             self.work.observe(first, time.perf_counter() - start)
-        team = openmp.loaded_team() if threads > 1 and KNOBS.openmp else None
-        threshold = PARALLEL_WORK_S if team is None else OPENMP_WORK_S
-        if threads <= 1 or not self.work.parallel(total - first, threshold):
+        # Below the lower threshold the launch stays here whatever runs splits; only above it
+        # is the knob read and the runtime looked up (each costs microseconds a launch).
+        team = None
+        if self.work.parallel(total - first, OPENMP_WORK_S):
+            team = openmp.loaded_team() if KNOBS.openmp else None
+        if not self.work.parallel(total - first, PARALLEL_WORK_S if team is None else OPENMP_WORK_S):
             start = time.perf_counter()
             function(address, nx, ny, nz, first, total)
-            if threads > 1:
-                self.work.observe(total - first, time.perf_counter() - start)
+            self.work.observe(total - first, time.perf_counter() - start)
             return
         if team is not None:
             self.work.observe(*team.run(function, address, nx, ny, nz, first, total, threads))
