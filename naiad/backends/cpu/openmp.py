@@ -22,10 +22,6 @@ import os
 import sys
 from typing import Any
 
-import llvmlite.ir as ir
-
-from naiad.codegen import llvm_types as lt
-
 #: Shared objects of OpenMP runtimes that provide libgomp's entry points (GCC's, LLVM's, Intel's).
 RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so")
 #: Entry points the region needs.
@@ -66,10 +62,14 @@ class OpenMPTeam:
         return task[_OWN_PROGRAMS], task[_OWN_NS] * 1e-9
 
 
-def _region_module() -> ir.Module:
+def _region_module() -> Any:
     """``naiad_omp_run(task, threads)`` opens the parallel region; ``naiad_omp_share(task)``,
     its body, runs the calling thread's share of the task's programs (thread 0, the one that
-    opened the region, also times its share)."""
+    opened the region, also times its share).  LLVM is imported here: a launch served by the
+    disk cache that never splits needs none of the compiler."""
+    import llvmlite.ir as ir
+
+    lt = _Types(ir)
     module = ir.Module("naiad_openmp")
     grid_type = ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 5)
     parallel = ir.Function(module, ir.FunctionType(lt.VOID, [lt.PTR, lt.PTR, lt.I32, lt.I32]),
@@ -82,10 +82,10 @@ def _region_module() -> ir.Module:
     b = ir.IRBuilder(share.append_basic_block("entry"))
     task = share.args[0]
 
-    def slot(i: int) -> ir.Value:
+    def slot(i: int) -> Any:
         return b.gep(task, [ir.Constant(lt.I64, 8 * i)], source_etype=lt.I8)
 
-    def now() -> ir.Value:
+    def now() -> Any:
         b.call(clock, [ir.Constant(lt.I32, _CLOCK_MONOTONIC), timespec])
         seconds = b.load(timespec, typ=lt.I64)
         nanos = b.load(b.gep(timespec, [ir.Constant(lt.I64, 8)], source_etype=lt.I8), typ=lt.I64)
@@ -117,6 +117,15 @@ def _region_module() -> ir.Module:
     b.call(parallel, [share, run.args[0], run.args[1], ir.Constant(lt.I32, 0)])
     b.ret_void()
     return module
+
+
+class _Types:
+    """The few LLVM types the region uses (not `naiad.codegen.llvm_types`, which brings the
+    compiler's IR library into a process that only launches)."""
+
+    def __init__(self, ir: Any):
+        self.I8, self.I32, self.I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        self.PTR, self.VOID = ir.PointerType(), ir.VoidType()
 
 
 def _loaded_runtime() -> ctypes.CDLL | None:
