@@ -19,4 +19,3 @@ class CPUKnobs(KnobGroup):
 
 
 KNOBS = CPUKnobs()
-

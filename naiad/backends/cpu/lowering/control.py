@@ -6,9 +6,9 @@ overwrites with the yielded value; an ``scf.if`` writes its tensor results into 
 either branch.  Carried tensors yielded as element-wise functions of their elements are all
 written in one pass over their chunks (`_write_fused`), each chunk of every yield computed
 before any is stored, so values they share (a load, a Welford update's delta) are computed
-once a chunk and never stored in between.  Block pointers cross them as one phi per scalar.  ``acc = tl.dot(a, b, acc)``
-accumulates straight into the carried buffer
-(`dot_destination`), so the usual matmul loop copies nothing.
+once a chunk and never stored in between.  Block pointers cross them as one phi per scalar.
+``acc = tl.dot(a, b, acc)`` accumulates straight into the carried buffer (`dot_destination`),
+so the usual matmul loop copies nothing.
 """
 
 from __future__ import annotations

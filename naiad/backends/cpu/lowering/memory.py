@@ -269,18 +269,8 @@ def _add_four_at_a_time(kernel: Any, op: Any, emit: Any, ordering: str) -> None:
 
         def together() -> None:
             pointer = b.inttoptr(b.extract_element(addresses, ir.Constant(lt.I32, 0)), lt.PTR)
-            pre = b.block
-            retry, done = b.append_basic_block("atomic.wide.retry"), b.append_basic_block("atomic.wide.done")
-            initial = b.load_atomic(pointer, "monotonic", 16, typ=wide)
-            b.branch(retry)
-            b.position_at_end(retry)
-            old = b.phi(wide)
-            old.add_incoming(initial, pre)
-            total = b.bitcast(b.fadd(b.bitcast(old, vector), values), wide)
-            pair = b.cmpxchg(pointer, old, total, ordering, _failure_ordering(ordering))
-            old.add_incoming(b.extract_value(pair, 0), retry)
-            b.cbranch(b.extract_value(pair, 1), done, retry)
-            b.position_at_end(done)
+            _update_atomically(kernel, pointer, wide, 16, ordering,
+                               lambda old: b.bitcast(b.fadd(b.bitcast(old, vector), values), wide))
 
         if op.mask is None:
             together()
@@ -293,9 +283,7 @@ def _add_four_at_a_time(kernel: Any, op: Any, emit: Any, ordering: str) -> None:
                 emit(b.extract_element(addresses, lane), b.extract_element(values, lane),
                      b.extract_element(mask, lane))
 
-        every = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1, [mask.type]),
-                       [mask])
-        kernel.choose(every, together, lane_by_lane, None)
+        _unless_all_active(kernel, mask, None, together, lane_by_lane)
 
     kernel.counted_loop(numel(op.results[0].type) // _WIDE_LANES, group)
 
@@ -308,16 +296,27 @@ def _add_bf16(kernel: Any, op: Any, pointer: ir.Value, value: ir.Value, ordering
     """Atomic add of a bf16 (an ``i16`` to LLVM, which atomicrmw cannot add as a float): add in
     float and round, then compare-and-swap, again until no other thread wrote in between."""
     b, ctx, bf16 = kernel.b, kernel.ctx(1), lt.element(op.val.type)
+
+    def added(old: ir.Value) -> ir.Value:
+        total = b.fadd(elementwise.to_compute(ctx, old, bf16), elementwise.to_compute(ctx, value, bf16))
+        return elementwise.to_storage(ctx, total, bf16)
+
+    return _update_atomically(kernel, pointer, lt.I16, 2, ordering, added)
+
+
+def _update_atomically(kernel: Any, pointer: ir.Value, typ: ir.Type, align: int, ordering: str,
+                       update: Any) -> ir.Value:
+    """``*pointer = update(*pointer)`` as one atomic step: read, update, compare-and-swap, again
+    until no other thread wrote in between; the value it replaced."""
+    b = kernel.b
     pre = b.block
     retry, done = b.append_basic_block("atomic.retry"), b.append_basic_block("atomic.done")
-    initial = b.load_atomic(pointer, "monotonic", 2, typ=lt.I16)
+    initial = b.load_atomic(pointer, "monotonic", align, typ=typ)
     b.branch(retry)
     b.position_at_end(retry)
-    old = b.phi(lt.I16)
+    old = b.phi(typ)
     old.add_incoming(initial, pre)
-    total = b.fadd(elementwise.to_compute(ctx, old, bf16), elementwise.to_compute(ctx, value, bf16))
-    pair = b.cmpxchg(pointer, old, elementwise.to_storage(ctx, total, bf16), ordering,
-                     _failure_ordering(ordering))
+    pair = b.cmpxchg(pointer, old, update(old), ordering, _failure_ordering(ordering))
     old.add_incoming(b.extract_value(pair, 0), retry)
     b.cbranch(b.extract_value(pair, 1), done, retry)
     b.position_at_end(done)
