@@ -3,10 +3,13 @@
 On the CPU the peer is Inductor's C++ backend (``cpu_backend="cpp"``) and Naiad runs Inductor's
 Triton kernels (``cpu_backend="triton"``); on a GPU the peer is the real Triton, and Naiad's
 cuda backend runs the same Triton kernels.  Each framework runs in a process of its own (the
-compatibility layer is chosen before torch's compiler is imported), the two alternating, round
-after round.  Rows: small models, forward and backward (a training step without the optimizer),
-at a few sizes; and the per-call time of one small fused pointwise kernel (what a call costs
-beyond its arithmetic).  Prints a table, writes CSV with ``--csv``.
+compatibility layer is chosen before torch's compiler is imported); both processes compile every
+model first and stay up, then the bench times each row in short blocks that alternate between the
+two, so that both frameworks of a row are measured within the same second or so: on a shared
+machine whose speed drifts by tens of percent over minutes, rows timed minutes apart compare the
+machine, not the compilers.  Rows: small models, forward and backward (a training step without
+the optimizer), at a few sizes; and the per-call time of one small fused pointwise kernel (what a
+call costs beyond its arithmetic).  Prints a table, writes CSV with ``--csv``.
 
     python bench/torch_compile.py                       # CPU: Naiad vs Inductor's C++ backend
     python bench/torch_compile.py --device cuda         # GPU: Naiad vs Triton
@@ -67,8 +70,9 @@ def make(name, batch, width):
 
 
 def seconds(step, repeats):
-    for _ in range(3):
-        step()
+    """Median of ``repeats`` timed steps, after one untimed step (the other framework's process
+    has just had the caches)."""
+    step()
     sync()
     times = []
     for _ in range(repeats):
@@ -76,7 +80,7 @@ def seconds(step, repeats):
         step()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def kernel_times(step):
@@ -96,41 +100,73 @@ def kernel_times(step):
     return dict(sorted(times.items(), key=lambda kv: -kv[1])[:top])
 
 
-results, kernels = {}, {}
+def model_step(name, batch, width):
+    model, inputs = make(name, batch, width)
+    compiled = torch.compile(model)
+    return lambda: compiled(*inputs).sum().backward()
+
+
+#: row -> (step, how many calls one step makes)
+steps = {}
 for name, shapes in sizes.items():
     for batch, width in shapes:
-        model, inputs = make(name, batch, width)
-        compiled = torch.compile(model)
-
-        def step():
-            compiled(*inputs).sum().backward()
-
-        results[f"{name} {batch}x{width}"] = seconds(step, 20)
-        if top:
-            kernels[f"{name} {batch}x{width}"] = kernel_times(step)
+        steps[f"{name} {batch}x{width}"] = (model_step(name, batch, width), 1)
 x, y = torch.randn(1024), torch.randn(1024)
 pointwise = torch.compile(lambda x, y: torch.relu(x * 2 + y))
-results["per call: relu(2x+y), 1024 elements"] = seconds(lambda: [pointwise(x, y) for _ in range(200)], 9) / 200
-print(json.dumps({"times": results, "kernels": kernels}))
+steps["per call: relu(2x+y), 1024 elements"] = (lambda: [pointwise(x, y) for _ in range(200)], 200)
+for step, _ in steps.values():      # compile, and let Inductor autotune, before anything is timed
+    for _ in range(3):
+        step()
+sync()
+print(json.dumps(list(steps)), flush=True)
+for line in sys.stdin:              # "time ROW N" | "kernels ROW"
+    verb, n, row = line.rstrip("\n").split(" ", 2)
+    step, calls = steps[row]
+    if verb == "time":
+        reply = [t / calls for t in seconds(step, int(n))]
+    else:
+        reply = kernel_times(step)
+    print(json.dumps(reply), flush=True)
 '''
 
 
-def run_worker(framework: str, device: str, top: int) -> dict:
-    """One framework's rows, in a process of its own with an empty Inductor cache: Inductor keeps
-    each kernel's autotuned config on disk, keyed by the kernel's source, so a cache from an
-    earlier run (another Naiad) would pick configs for code that has changed since."""
-    with tempfile.TemporaryDirectory(prefix="naiad-bench-inductor-") as cache:
-        env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_CACHE_DIR=cache)
-        done = subprocess.run([sys.executable, "-c", WORKER, framework, device, json.dumps(SIZES[device]),
-                               MODELS_DIR, str(top)],
-                              capture_output=True, text=True, env=env, timeout=3000)
-    if done.returncode != 0:
-        raise RuntimeError(f"{framework}: {done.stderr.strip()[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class Worker:
+    """One framework's process: it compiles every row on start, then times a row on request.  It
+    gets an empty Inductor cache: Inductor keeps each kernel's autotuned config on disk, keyed by
+    the kernel's source, so a cache from an earlier run (another Naiad) would pick configs for
+    code that has changed since."""
+
+    def __init__(self, framework: str, device: str, top: int):
+        self.framework = framework
+        self._cache = tempfile.TemporaryDirectory(prefix="naiad-bench-inductor-")
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_CACHE_DIR=self._cache.name)
+        self._process = subprocess.Popen([sys.executable, "-c", WORKER, framework, device,
+                                          json.dumps(SIZES[device]), MODELS_DIR, str(top)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                         text=True, env=env)
+        self.rows = self._reply()
+
+    def _reply(self):
+        line = self._process.stdout.readline()
+        if not line:
+            self._stderr.seek(0)
+            raise RuntimeError(f"{self.framework}: {self._stderr.read().strip()[-3000:]}")
+        return json.loads(line)
+
+    def ask(self, verb: str, row: str, n: int = 0):
+        self._process.stdin.write(f"{verb} {n} {row}\n")
+        self._process.stdin.flush()
+        return self._reply()
+
+    def close(self) -> None:
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
+        self._cache.cleanup()
 
 
 def print_kernels(naiad: dict, peer_kernels: dict, peer: str) -> None:
-    """Each model's slowest kernels (one profiled step of the last round), Naiad's beside the peer's."""
+    """Each model's slowest kernels (one profiled step after the timed ones), Naiad's beside the peer's."""
     for row, times in naiad.items():
         print(f"-- {row}: time a step, us")
         other = peer_kernels.get(row, {})
@@ -143,23 +179,27 @@ def print_kernels(naiad: dict, peer_kernels: dict, peer: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--rounds", type=int, default=2, help="processes per framework, alternating")
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="timed blocks per row and framework, the two frameworks alternating")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per block")
     parser.add_argument("--csv")
     parser.add_argument("--kernels", type=int, default=0, metavar="K",
                         help="also print each model's K slowest kernels and ops in both frameworks (one profiled "
                              "step; GPU time on a GPU, the ops' own time on the CPU)")
     args = parser.parse_args()
     peer = "inductor_cpp" if args.device == "cpu" else "triton"
+    # one after the other: each autotunes its kernels while compiling, which a busy machine skews
+    workers = {name: Worker(name, args.device, args.kernels) for name in ("naiad", peer)}
     samples: dict[str, dict[str, list[float]]] = {"naiad": {}, peer: {}}
-    kernels: dict[str, dict] = {}
-    for r in range(args.rounds):
-        for framework in (("naiad", peer) if r % 2 == 0 else (peer, "naiad")):
-            out = run_worker(framework, args.device, args.kernels)
-            for row, value in out["times"].items():
-                samples[framework].setdefault(row, []).append(value)
-            kernels[framework] = out["kernels"]
-    if kernels["naiad"]:
+    for row in workers["naiad"].rows:
+        for r in range(args.rounds):
+            for framework in (("naiad", peer) if r % 2 == 0 else (peer, "naiad")):
+                samples[framework].setdefault(row, []).extend(workers[framework].ask("time", row, args.steps))
+    if args.kernels:
+        kernels = {f: {row: w.ask("kernels", row) for row in w.rows} for f, w in workers.items()}
         print_kernels(kernels["naiad"], kernels[peer], peer)
+    for worker in workers.values():
+        worker.close()
     rows = []
     for row in samples["naiad"]:
         naiad, other = (statistics.median(samples[f][row]) for f in ("naiad", peer))

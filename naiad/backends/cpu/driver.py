@@ -27,7 +27,7 @@ from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.runtime.array_address import numpy_address
 from naiad.runtime.arrays import data_pointer
-from naiad.runtime.torch_modes import outside_modes
+from naiad.runtime.torch_modes import mode_switches, outside_modes
 from naiad.runtime.slots import runtime_slots
 
 _GRID_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
@@ -102,6 +102,7 @@ class CPULauncher:
         #: Whether a launch may pass a numpy array's data address (an int) in its place
         #: (`JITFunction.run`'s warm path does, having read the address already).
         self.accepts_addresses = self._pack_fast is not None
+        self._run = self._build_run() or self.launch_general
 
     def _packed_parts(self) -> list[str] | None:
         """Python expressions of each slot's value in ``args``, for the generated packers; None
@@ -118,10 +119,10 @@ class CPULauncher:
                 parts.append(f"args[{index}]")
         return parts
 
-    def _generate(self, source: str, scope: dict) -> Callable[..., Any]:
+    def _generate(self, source: str, scope: dict, name: str = "pack") -> Callable[..., Any]:
         scope.update(_pointer=_pointer, _bf16=bf16_bits)
         exec(compile(source, f"<naiad launcher {self.name}>", "exec"), scope)
-        return scope["pack"]
+        return scope[name]
 
     def _build_packer(self) -> Callable[[Sequence[Any]], Any] | None:
         """A function made once for this signature that packs a launch's arguments into a new
@@ -159,6 +160,50 @@ class CPULauncher:
             "_reports": runtime.pending_reports(), "_raise_reports": runtime.raise_reports,
             "_name": self.name, "_metadata": self.metadata})
 
+    def _build_run(self) -> Callable[..., None] | None:
+        """Triton's launcher convention, generated for the signature: Inductor calls it for
+        every kernel of a compiled graph, so a launch that stays on this thread (the work
+        estimate says so) packs header and slots into one bytes object, read with torch's
+        function modes off, and runs through the module's ``naiad_launch``: a few microseconds
+        less than `launch_general`, which takes every other launch (a first one, one worth
+        splitting, one of another module's ``function``).  None with bounds checks or tuple
+        arguments."""
+        parts = self._packed_parts()
+        if parts is None or self.bounds_check:
+            return None
+        modes_on, modes_off = mode_switches()
+        pack = f"_pack(grid_x, grid_y, grid_z, 0, total{''.join(', ' + p for p in parts)})"
+        source = (
+            "def run(grid_x, grid_y, grid_z, stream, function, packed_metadata, launch_metadata,\n"
+            "        enter_hook, exit_hook, *args):\n"
+            "    total = grid_x * grid_y * grid_z\n"
+            "    launch = getattr(function, 'launch', None)\n"
+            "    estimate = _work.program_s\n"
+            "    if (launch is None or total <= 0 or total > 1 and _threads > 1\n"
+            "            and (estimate is None or estimate * total >= _split_from)):\n"
+            "        return _general(grid_x, grid_y, grid_z, stream, function, packed_metadata,\n"
+            "                        launch_metadata, enter_hook, exit_hook, *args)\n"
+            "    if enter_hook:\n"
+            "        enter_hook(launch_metadata)\n"
+            "    if _modes_on():\n"
+            "        with _modes_off():\n"
+            f"            header = {pack}\n"
+            "    else:\n"
+            f"        header = {pack}\n"
+            "    start = _clock()\n"
+            "    launch(header)\n"
+            "    _work.observe(total, _clock() - start)\n"
+            "    if _reports:\n"
+            "        _raise_reports(_name, _metadata, [])\n"
+            "    if exit_hook:\n"
+            "        exit_hook(launch_metadata)\n")
+        scope = {"_pack": struct.Struct("<5i4x" + self.packer.format[1:]).pack, "_work": self.work,
+                 "_threads": self.threads, "_split_from": OPENMP_WORK_S, "_general": self.launch_general,
+                 "_modes_on": modes_on, "_modes_off": modes_off, "_clock": time.perf_counter,
+                 "_reports": runtime.pending_reports(), "_raise_reports": runtime.raise_reports,
+                 "_name": self.name, "_metadata": self.metadata}
+        return self._generate(source, scope, "run")
+
     def pack(self, args: Sequence[Any]) -> Any:
         """The argument slots of one launch (plus, with bounds checks, the arrays' address ranges)."""
         values = []
@@ -188,14 +233,19 @@ class CPULauncher:
                 out.append((position, self.names[position], start, end, size))
         return out
 
-    def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
-                 packed_metadata: tuple, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
-                 *args: Any) -> None:
-        """Triton's launcher convention; ``function`` is the grid function of `load_binary`."""
+    def __call__(self, *launch: Any) -> None:
+        """Triton's launcher convention (`launch_general`'s parameters)."""
+        self._run(*launch)
+
+    def launch_general(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
+                       packed_metadata: tuple, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
+                       *args: Any) -> None:
+        """Triton's launcher convention; ``function`` is the grid function of `load_binary`.
+        An empty hook chain (Naiad's knob default, passed on by Inductor) is not called."""
         total = grid_x * grid_y * grid_z
         if total <= 0:
             return
-        if enter_hook is not None:
+        if enter_hook:
             enter_hook(launch_metadata)
         if self._pack_fast is not None:
             buffer, ranges = self._pack_fast(args), ()
@@ -204,7 +254,7 @@ class CPULauncher:
         self.run_grid(function, ctypes.addressof(buffer), grid_x, grid_y, grid_z, total)
         if runtime.has_reports():
             runtime.raise_reports(self.name, self.metadata, list(ranges))
-        if exit_hook is not None:
+        if exit_hook:
             exit_hook(launch_metadata)
 
 
@@ -350,9 +400,10 @@ class LoadedObject:
             raise NaiadError("the CPU object code has no naiad_grid function")
         self.grid = _GRID_TYPE(address)
         #: ``naiad_launch(header and slots)`` (`CPULauncher.direct`); None in object code made
-        #: before it existed (an override).
+        #: before it existed (an override).  The grid function carries it too: a launcher of
+        #: Triton's convention is handed only the function.
         address = self.engine.get_function_address("naiad_launch")
-        self.launch = _LAUNCH_TYPE(address) if address else None
+        self.launch = self.grid.launch = _LAUNCH_TYPE(address) if address else None
 
 
 class CPUDriver(DriverBase):
