@@ -130,7 +130,8 @@ def _make_ttir(module: Any) -> Any:
 
 
 def _make_ttgir(module: Any, target: GPUTarget) -> Any:
-    """Target attributes (one thread per program, no layouts); small branches that only
+    """Target attributes (one thread per program, no layouts); loops that test for their
+    first trip run it apart (naiad/passes/peel_first_iteration.py); small branches that only
     compute blocks made selects (naiad/passes/speculate_ifs.py: blocks live in memory here,
     and a branch yielding them costs copies), 2-D blocks that lie along memory's first axis
     turned over (`transpose_blocks`), then reductions folded across loops kept per vector lane
@@ -140,9 +141,13 @@ def _make_ttgir(module: Any, target: GPUTarget) -> Any:
     from naiad.backends.cpu.target import host_features, vector_bytes
     from naiad.backends.cpu.transpose_blocks import transpose_blocks
     from naiad.passes import run_passes
+    from naiad.passes.peel_first_iteration import peel_first_iterations
     from naiad.passes.reduce_locality import reduce_locality
     from naiad.passes.speculate_ifs import speculate_ifs
 
+    if peel_first_iterations(module):
+        run_passes(module, ("canonicalize", "cse", "dce"))
+        module.verify()
     if speculate_ifs(module):
         run_passes(module, ("cse", "dce"))
         module.verify()
