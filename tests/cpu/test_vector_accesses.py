@@ -141,3 +141,34 @@ def test_an_embedding_row_gathered_by_a_loaded_id_is_a_vector_load(width, shift)
     llir = embedding_mean.warmup(*args, **meta, grid=(1,)).asm["llir"]
     gathers = [line for line in llir.splitlines() if "call" in line and "masked.gather" in line]
     assert not [line for line in gathers if "f32" in line]       # the ids' (i64) only
+
+
+@naiad.jit
+def narrow_rows(x, out, col_sums, row_prefix, rows, stride, COLS: tl.constexpr, ROWS: tl.constexpr):
+    """Blocks of ``ROWS`` rows of ``COLS`` (fewer than a vector holds) out of wider rows, the way
+    Inductor's channels-last reductions pick 4 channels of 32: each row is consecutive, one row
+    does not follow the other in memory."""
+    r = tl.arange(0, ROWS)[:, None]
+    c = tl.program_id(0) * COLS + tl.arange(0, COLS)[None, :]
+    mask = (r < rows) & (c < stride)
+    values = tl.load(x + r * stride + c, mask=mask, other=0.0)
+    tl.store(out + r * stride + c, values * 2.0 + 1.0, mask=mask)
+    tl.store(col_sums + c, tl.sum(values, 0)[None, :], c < stride)
+    tl.store(row_prefix + r * stride + c, tl.cumsum(values, 0), mask=mask)
+
+
+@pytest.mark.parametrize("cols", [2, 4])
+@pytest.mark.parametrize("rows,block_rows", [(64, 64), (50, 64), (7, 8)])
+def test_rows_narrower_than_a_vector_are_vector_accesses(cols, rows, block_rows):
+    """A chunk never spans two rows (`Kernel.row_lanes`): loads and stores of narrow rows are
+    vector ones, not gathers and scatters, and sums and prefix sums across rows stay right."""
+    stride = 32
+    x = np.random.default_rng(cols * rows).standard_normal((rows, stride), dtype=np.float32)
+    out, prefix = np.zeros_like(x), np.zeros_like(x)
+    sums = np.zeros(stride, np.float32)
+    kernel = narrow_rows[(stride // cols,)](x, out, sums, prefix, rows, stride, COLS=cols,
+                                             ROWS=block_rows)
+    np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(sums, x.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(prefix, np.cumsum(x, 0), rtol=1e-5, atol=1e-5)
+    assert not _gathers(kernel)

@@ -57,9 +57,8 @@ def lower_reduce(kernel: Any, op: Any) -> None:
     targets = None if scalar_result else [kernel.buffer(r.type) for r in results]
     out_count = max(1, numel(results[0].type) if not scalar_result else 1)
     along_last = axis == len(shape) - 1
-    lanes = kernel.chunk_lanes(n) if along_last else kernel.chunk_lanes(out_count)
-    if not along_last and (shape[-1] < lanes):
-        lanes = 1
+    # across the axis: one chunk is a run of the last dimension (`Kernel.row_lanes`)
+    lanes = kernel.chunk_lanes(n) if along_last else min(kernel.chunk_lanes(out_count), shape[-1])
     collected: list[ir.Value] = []
 
     def reduce_one(out_index: ir.Value) -> list[ir.Value]:
@@ -119,7 +118,7 @@ def lower_scan(kernel: Any, op: Any) -> None:
     for d in line_shape:
         lines *= d
     along_last = axis == len(shape) - 1
-    lanes = 1 if along_last or shape[-1] < kernel.lanes else kernel.chunk_lanes(lines)
+    lanes = 1 if along_last else min(kernel.chunk_lanes(lines), shape[-1])
     step = strides(shape)[axis]
 
     def line(i: ir.Value) -> None:
