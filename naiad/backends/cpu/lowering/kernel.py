@@ -372,7 +372,12 @@ class KernelLowering:
             return
         self.env[result] = Lazy(op)
         if self._must_materialize(result):
-            self.materialize(result)
+            if isinstance(op, tt.BroadcastOp) and isinstance(self.env.get(op.src), Lazy):
+                # the smaller source is held; each chunk of the broadcast reads it in place
+                # (a [1, 4] row broadcast to [64, 4] for a loop: 16 bytes, not a kilobyte a program)
+                self.materialize(op.src)
+            else:
+                self.materialize(result)
 
     def _must_materialize(self, value: SSAValue) -> bool:
         if value in self.fused:
