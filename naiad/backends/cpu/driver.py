@@ -399,6 +399,7 @@ class LoadedObject:
         if not address:
             raise NaiadError("the CPU object code has no naiad_grid function")
         self.grid = _GRID_TYPE(address)
+        self.grid.address = address         # for OpenMP regions, which call it natively
         #: ``naiad_launch(header and slots)`` (`CPULauncher.direct`); None in object code made
         #: before it existed (an override).  The grid function carries it too: a launcher of
         #: Triton's convention is handed only the function.

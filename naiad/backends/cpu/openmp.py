@@ -56,8 +56,10 @@ class OpenMPTeam:
         ``threads`` threads, the calling one among them; returns when all have finished, with
         the programs the calling thread ran and the seconds they took (its work alone: the
         region's wall time also holds waking the other threads)."""
-        task = _TASK(ctypes.cast(function, ctypes.c_void_p).value, address, nx, ny, nz, first,
-                     end, 0, 0)
+        entry = getattr(function, "address", None)       # `LoadedObject` sets it
+        if entry is None:
+            entry = ctypes.cast(function, ctypes.c_void_p).value
+        task = _TASK(entry, address, nx, ny, nz, first, end, 0, 0)
         self._run(ctypes.addressof(task), threads)
         return task[_OWN_PROGRAMS], task[_OWN_NS] * 1e-9
 
