@@ -194,11 +194,22 @@ def _splat(op: Any, get: Callable, shape: tuple) -> AxisInfo:
 
 @_rule(tt.ExpandDimsOp)
 def _expand_dims(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """Along the new dimension every element is a run of its own, so its divisibility is what
+    divides every element: a constant's own, else the gcd over the source's dimensions, 1 for
+    any that holds consecutive values (as Triton's analysis).  ``tl.arange(0, 2)[:, None] +
+    tl.arange(0, N)[None, :]`` starts its second row at 1: claiming the first row's alignment
+    there made the CPU's four-wide atomic add compare-and-swap a misaligned address."""
     src = get(op.src)
     axis = op.axis.value.data
     ins = lambda t, v: t[:axis] + (v,) + t[axis:]      # noqa: E731
-    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, _LARGE), ins(src.constancy, 1),
-                    src.constant)
+    if src.constant is not None:
+        divisibility = _pow2_divisor(src.constant)
+    else:
+        divisibility = _LARGE
+        for contiguity, divisor in zip(src.contiguity, src.divisibility):
+            divisibility = math.gcd(divisibility, 1 if contiguity > 1 else divisor)
+    return AxisInfo(ins(src.contiguity, 1), ins(src.divisibility, divisibility),
+                    ins(src.constancy, 1), src.constant)
 
 
 @_rule(tt.ReshapeOp)

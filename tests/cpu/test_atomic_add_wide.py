@@ -90,3 +90,30 @@ def test_adds_whose_result_is_read_return_the_old_values():
     np.testing.assert_array_equal(x, np.arange(64, dtype=np.float32) + 4.5)
     assert set(old.tolist()) <= set((np.arange(64)[:, None] + np.array([0, 1.5, 3.0])).ravel().tolist())
     assert not _wide(kernel)
+
+
+@naiad.jit
+def shifted_rows_add(x_ptr, val_ptr, NUM: tl.constexpr, ROW_STEP: tl.constexpr):
+    """Row r adds into ``x[r * ROW_STEP : r * ROW_STEP + NUM]``: with ROW_STEP 1 the second row
+    starts one element past an aligned address (Triton's test_tensor_atomic_add_shift_1)."""
+    rows = tl.arange(0, 2)
+    cols = tl.arange(0, NUM)
+    values = tl.load(val_ptr + rows[:, None] * NUM + cols[None, :])
+    tl.atomic_add(x_ptr + rows[:, None] * ROW_STEP + cols[None, :], values)
+
+
+@pytest.mark.parametrize("num", [2, 4, 8, 32, 128])
+@pytest.mark.parametrize("row_step,wide", [(1, False), (4, True), (2, False), (128, True)])
+def test_rows_starting_off_alignment_add_lane_by_lane(num, row_step, wide):
+    """A row that starts off a 16-byte boundary must not take the 16-byte compare-and-swap
+    (a misaligned ``cmpxchg16b`` faults and killed the process)."""
+    rng = np.random.default_rng(num + row_step)
+    val = rng.standard_normal((2, num)).astype(np.float32)
+    x = np.zeros(row_step + num + 128, np.float32)
+    kernel = shifted_rows_add[(1,)](x, val, NUM=num, ROW_STEP=row_step)
+    expected = np.zeros_like(x, np.float64)
+    for r in range(2):
+        expected[r * row_step:r * row_step + num] += val[r]
+    np.testing.assert_allclose(x, expected, rtol=1e-6, atol=1e-6)
+    if WIDE:
+        assert _wide(kernel) == (wide and num >= 4)
