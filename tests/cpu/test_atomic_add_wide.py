@@ -117,3 +117,24 @@ def test_rows_starting_off_alignment_add_lane_by_lane(num, row_step, wide):
     np.testing.assert_allclose(x, expected, rtol=1e-6, atol=1e-6)
     if WIDE:
         assert _wide(kernel) == (wide and num >= 4)
+
+
+@naiad.jit
+def hinted_add(x_ptr, val_ptr, offset, BLOCK: tl.constexpr):
+    """An add whose offset the kernel claims (wrongly, for odd offsets) is a multiple of 16."""
+    cols = tl.max_contiguous(tl.multiple_of(offset + tl.arange(0, BLOCK), 16), BLOCK)
+    tl.atomic_add(x_ptr + cols, tl.load(val_ptr + tl.arange(0, BLOCK)))
+
+
+@pytest.mark.parametrize("offset", [0, 16, 3, 5])
+def test_a_wrong_alignment_hint_still_adds_right(offset):
+    """The four-wide add checks each group's address at run time: a lying ``tl.multiple_of``
+    gives the right sums, not a fault."""
+    val = np.arange(1, 33, dtype=np.float32)
+    x = np.zeros(64, np.float32)
+    kernel = hinted_add[(1,)](x, val, offset, BLOCK=32)
+    expected = np.zeros(64, np.float32)
+    expected[offset:offset + 32] = val
+    np.testing.assert_array_equal(x, expected)
+    if WIDE:
+        assert _wide(kernel)

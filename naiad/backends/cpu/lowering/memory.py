@@ -266,24 +266,28 @@ def _add_four_at_a_time(kernel: Any, op: Any, emit: Any, ordering: str) -> None:
         index = b.mul(i, ir.Constant(lt.I32, _WIDE_LANES))
         addresses = kernel.chunks.value_at(op.ptr, index, _WIDE_LANES)
         values = kernel.chunks.value_at(op.val, index, _WIDE_LANES)
+        mask = None if op.mask is None else kernel.chunks.value_at(op.mask, index, _WIDE_LANES)
+        first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
 
         def together() -> None:
-            pointer = b.inttoptr(b.extract_element(addresses, ir.Constant(lt.I32, 0)), lt.PTR)
-            _update_atomically(kernel, pointer, wide, 16, ordering,
+            _update_atomically(kernel, b.inttoptr(first, lt.PTR), wide, 16, ordering,
                                lambda old: b.bitcast(b.fadd(b.bitcast(old, vector), values), wide))
-
-        if op.mask is None:
-            together()
-            return
-        mask = kernel.chunks.value_at(op.mask, index, _WIDE_LANES)
 
         def lane_by_lane() -> None:
             for k in range(_WIDE_LANES):
                 lane = ir.Constant(lt.I32, k)
-                emit(b.extract_element(addresses, lane), b.extract_element(values, lane),
-                     b.extract_element(mask, lane))
+                lane_mask = [] if mask is None else [b.extract_element(mask, lane)]
+                emit(b.extract_element(addresses, lane), b.extract_element(values, lane), *lane_mask)
 
-        _unless_all_active(kernel, mask, None, together, lane_by_lane)
+        # The alignment is proven (axis information), and checked again here: a wrong
+        # ``tl.multiple_of`` hint must not make cmpxchg16b fault and kill the process.
+        aligned = b.icmp_unsigned("==", b.and_(first, ir.Constant(first.type, 15)),
+                                  ir.Constant(first.type, 0))
+        if mask is None:
+            kernel.choose(aligned, together, lane_by_lane, None)
+            return
+        _unless_all_active(kernel, mask, None,
+                           lambda: kernel.choose(aligned, together, lane_by_lane, None), lane_by_lane)
 
     kernel.counted_loop(numel(op.results[0].type) // _WIDE_LANES, group)
 
