@@ -13,6 +13,7 @@ call costs beyond its arithmetic).  Prints a table, writes CSV with ``--csv``.
 
     python bench/torch_compile.py                       # CPU: Naiad vs Inductor's C++ backend
     python bench/torch_compile.py --device cuda         # GPU: Naiad vs Triton
+    python bench/torch_compile.py --against ../old      # this Naiad vs another checkout's
 """
 
 from __future__ import annotations
@@ -136,15 +137,18 @@ class Worker:
     the kernel's source, so a cache from an earlier run (another Naiad) would pick configs for
     code that has changed since."""
 
-    def __init__(self, framework: str, device: str, top: int):
+    def __init__(self, framework: str, device: str, top: int, checkout: str | None = None):
+        """``checkout``: the root of another Naiad source tree, imported instead of this one."""
         self.framework = framework
         self._cache = tempfile.TemporaryDirectory(prefix="naiad-bench-inductor-")
         self._stderr = tempfile.TemporaryFile(mode="w+")
         env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_CACHE_DIR=self._cache.name)
+        if checkout is not None:
+            env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(checkout), env.get("PYTHONPATH", "")])
         self._process = subprocess.Popen([sys.executable, "-c", WORKER, framework, device,
                                           json.dumps(SIZES[device]), MODELS_DIR, str(top)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         text=True, env=env)
+                                         text=True, env=env, cwd=tempfile.gettempdir())
         self.rows = self._reply()
 
     def _reply(self):
@@ -186,10 +190,18 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=0, metavar="K",
                         help="also print each model's K slowest kernels and ops in both frameworks (one profiled "
                              "step; GPU time on a GPU, the ops' own time on the CPU)")
+    parser.add_argument("--against", metavar="CHECKOUT",
+                        help="compare with the Naiad of another source tree (e.g. a `git worktree` of an "
+                             "older commit) instead of the peer: what a change did, paired the same way")
     args = parser.parse_args()
     peer = "inductor_cpp" if args.device == "cpu" else "triton"
     # one after the other: each autotunes its kernels while compiling, which a busy machine skews
-    workers = {name: Worker(name, args.device, args.kernels) for name in ("naiad", peer)}
+    workers = {"naiad": Worker("naiad", args.device, args.kernels)}
+    if args.against:
+        peer = "against"
+        workers[peer] = Worker("naiad", args.device, args.kernels, checkout=args.against)
+    else:
+        workers[peer] = Worker(peer, args.device, args.kernels)
     samples: dict[str, dict[str, list[float]]] = {"naiad": {}, peer: {}}
     for row in workers["naiad"].rows:
         for r in range(args.rounds):
