@@ -1,5 +1,5 @@
 """Module-level kernels shared by tests (globals must live in a real module): test_jit,
-test_compile and test_cache."""
+test_compile, test_cache and the CPU launch tests."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+@naiad.jit
+def scaled_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    """out = x * alpha + y over n elements."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x * alpha + y, mask=mask)
 
 
 SCALE_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import naiad
-import naiad.language as tl
+from jit_helpers import scaled_add
 
 torch = pytest.importorskip("torch")
 from torch.overrides import TorchFunctionMode  # noqa: E402
@@ -25,15 +25,6 @@ class Recording(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.seen.append(getattr(func, "__name__", str(func)))
         return func(*args, **(kwargs or {}))
-
-
-@naiad.jit
-def scaled_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x * alpha + y, mask=mask)
 
 
 @pytest.mark.parametrize("n", [1, 100, 1024, 3000])

@@ -11,18 +11,10 @@ import pytest
 
 import naiad
 import naiad.language as tl
+from jit_helpers import scaled_add
 from naiad.backends.cpu.runtime import DeviceAssertionError
 
 pytestmark = pytest.mark.shipped_backends
-
-
-@naiad.jit
-def scaled_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x * alpha + y, mask=mask)
 
 
 @naiad.jit
