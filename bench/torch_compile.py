@@ -34,8 +34,10 @@ SIZES = {"cpu": {"mlp": [(64, 256), (256, 1024)], "transformer_block": [(4, 64),
          "cuda": {"mlp": [(1024, 1024), (4096, 4096)], "transformer_block": [(16, 256), (32, 512)],
                   "classifier": [(8192, 256), (65536, 512)], "convnet": [(64, 64), (256, 128)]}}
 
+#: The checkout this bench belongs to: its Naiad is the one measured.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: tests/torch_compile/small_models.py: the models of the suite, at the widths above.
-MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "torch_compile")
+MODELS_DIR = os.path.join(CHECKOUT, "tests", "torch_compile")
 
 WORKER = r'''
 import json, statistics, sys, time
@@ -138,7 +140,7 @@ class Worker:
     code that has changed since."""
 
     def __init__(self, framework: str, device: str, top: int, checkout: str | None = None):
-        """``checkout``: the root of another Naiad source tree, imported instead of this one."""
+        """``checkout``: the root of a Naiad source tree, imported before any installed Naiad."""
         self.framework = framework
         self._cache = tempfile.TemporaryDirectory(prefix="naiad-bench-inductor-")
         self._stderr = tempfile.TemporaryFile(mode="w+")
@@ -196,7 +198,7 @@ def main() -> None:
     args = parser.parse_args()
     peer = "inductor_cpp" if args.device == "cpu" else "triton"
     # one after the other: each autotunes its kernels while compiling, which a busy machine skews
-    workers = {"naiad": Worker("naiad", args.device, args.kernels)}
+    workers = {"naiad": Worker("naiad", args.device, args.kernels, checkout=CHECKOUT)}
     if args.against:
         peer = "against"
         workers[peer] = Worker("naiad", args.device, args.kernels, checkout=args.against)
