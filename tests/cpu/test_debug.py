@@ -143,3 +143,73 @@ def test_device_assert_raises_with_kernel_and_line():
     assert f"test_debug.py:{_line_of(asserting, '# ASSERT')}" in text
     assert "values must stay below 3" in text
     asserting[(1,)](np.zeros(4, np.float32), BLOCK=4, debug=True)    # passes: no error
+
+
+@naiad.jit
+def embedding_mean(out_ptr, ids_ptr, table_ptr, n_vocab, WIDTH: tl.constexpr, TOKENS: tl.constexpr,
+                   XBLOCK: tl.constexpr):
+    """Inductor's embedding-then-mean kernel: each id loaded once per row of the block, checked
+    by an assertion and used for the gather (runs along the block's first axis)."""
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+    r = tl.arange(0, TOKENS)[None, :]
+    ids = tl.load(ids_ptr + (r + TOKENS * (x // WIDTH)))
+    tl.device_assert((0 <= ids) & (ids < n_vocab), "index out of bounds")  # GATHER ASSERT
+    rows = tl.load(table_ptr + ((x % WIDTH) + WIDTH * ids))
+    tl.store(out_ptr + x, tl.sum(rows, 1)[:, None] / TOKENS)
+
+
+@pytest.mark.parametrize("xblock", [8, 32, 64])
+def test_asserted_gather_matches_numpy(xblock):
+    """The assertion is checked a chunk at a time and leaves the kernel's layout and its
+    once-per-row index loads as they are without it: same results as numpy."""
+    rng = np.random.default_rng(xblock)
+    width, tokens, batch, vocab = 32, 16, 12, 50
+    table = rng.standard_normal((vocab, width)).astype(np.float32)
+    ids = rng.integers(0, vocab, (batch, tokens)).astype(np.int64)
+    want = table[ids].mean(axis=1).reshape(-1)
+    for debug in (False, True):
+        out = np.full(batch * width, np.nan, np.float32)
+        embedding_mean[(batch * width // xblock,)](out, ids, table, vocab, WIDTH=width, TOKENS=tokens,
+                                                    XBLOCK=xblock, debug=debug)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    compiled = embedding_mean.warmup(out, ids, table, vocab, WIDTH=width, TOKENS=tokens,
+                                     XBLOCK=xblock, debug=True)
+    assert "x i64], align" not in compiled.asm["llir"]     # the ids are not held in a buffer for it
+
+
+@pytest.mark.parametrize("where", [(0, 0), (5, 15), (11, 7)])
+def test_asserted_gather_reports_a_bad_index_in_any_lane(where):
+    rng = np.random.default_rng(1)
+    width, tokens, batch, vocab = 32, 16, 12, 50
+    table = rng.standard_normal((vocab, width)).astype(np.float32)
+    ids = rng.integers(0, vocab, (batch, tokens)).astype(np.int64)
+    ids[where] = vocab
+    out = np.empty(batch * width, np.float32)
+    with pytest.raises(DeviceAssertionError) as info:
+        embedding_mean[(batch * width // 32,)](out, ids, table, vocab, WIDTH=width, TOKENS=tokens,
+                                                XBLOCK=32, debug=True)
+    assert "index out of bounds" in str(info.value)
+    assert f"test_debug.py:{_line_of(embedding_mean, '# GATHER ASSERT')}" in str(info.value)
+
+
+@naiad.jit
+def reread_after_store(ids_ptr, out_ptr, XBLOCK: tl.constexpr):
+    """An index loaded once per row, used before and after a store over it: the use after the
+    store sees the value loaded before it (loads happen in program order)."""
+    row = tl.arange(0, XBLOCK)[:, None] + tl.zeros([1, 8], tl.int32)
+    place = 8 * row + tl.arange(0, 8)[None, :]
+    ids = tl.load(ids_ptr + row)
+    tl.device_assert(ids >= 0, "negative id")
+    tl.store(out_ptr + place, ids + 1)
+    tl.store(ids_ptr + row, ids * 0 - 5)
+    tl.store(out_ptr + 8 * XBLOCK + place, ids)
+
+
+def test_index_reused_after_a_store_keeps_its_loaded_value():
+    ids = np.arange(4, dtype=np.int64) * 3
+    out = np.zeros(2 * 4 * 8, np.int64)
+    reread_after_store[(1,)](ids, out, XBLOCK=4, debug=True)
+    want = np.repeat(np.arange(4) * 3, 8)
+    np.testing.assert_array_equal(out[:32], want + 1)
+    np.testing.assert_array_equal(out[32:], want)
+    np.testing.assert_array_equal(ids, -5)

@@ -32,12 +32,12 @@ from naiad.ir import arith, tt
 from naiad.passes.constants import reshaped_constant
 
 #: Ops that may see 2-D tensors turned over: their meaning is the same in either layout
-#: (element-wise ops through the shared rules, control flow, memory accesses, shape ops whose
-#: axes `_turn_axes` remaps).
+#: (element-wise ops through the shared rules, control flow, memory accesses, assertions (their
+#: report names no element), shape ops whose axes `_turn_axes` remaps).
 _ORDER_FREE: tuple[type, ...] = (
     *elementwise.RULES, tt.SplatOp, tt.BroadcastOp, tt.ExpandDimsOp, tt.TransOp, tt.ReduceOp,
     tt.ScanOp, tt.LoadOp, tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.AddPtrOp, tt.AssumeOp,
-    tt.ReduceReturnOp, tt.ScanReturnOp, arith.ConstantOp, scf.ForOp, scf.IfOp, scf.WhileOp,
+    tt.ReduceReturnOp, tt.ScanReturnOp, tt.AssertOp, arith.ConstantOp, scf.ForOp, scf.IfOp, scf.WhileOp,
     scf.YieldOp, scf.ConditionOp,
 )
 #: How much more an access inside a loop counts than one outside (it runs once a trip).

@@ -1,7 +1,9 @@
 """device_print, device_assert and bounds checks on the CPU.
 
-All three call back into Python (`naiad.backends.cpu.runtime`) through external functions, one
-element at a time: debugging output is small and rare, so simplicity wins over speed here.
+All three call back into Python (`naiad.backends.cpu.runtime`) through external functions.
+Printing does so one element at a time: debugging output is small and rare, so simplicity wins
+over speed there.  Assertions and bounds checks test a vector chunk at a time and call back only
+for a chunk that fails.
 
 Bounds checks (option ``bounds_check``): the launcher appends the address range of every array
 argument to the argument slots (a count, then start/end pairs).  Before each load, store or atomic, every
@@ -87,19 +89,28 @@ def lower_print(kernel: Any, op: Any) -> None:
 
 
 def lower_assert(kernel: Any, op: Any) -> None:
+    """``device_assert``: a chunk of the condition at a time, tested with one vector reduction;
+    only a chunk with a failing lane calls back (once: the message names no element).  Torch's
+    Inductor asserts every gathered index, so this runs on the hot path of its kernels."""
     fn = lt.function(kernel.llmod, "naiad_assert_fail", lt.VOID, [lt.PTR, lt.PTR] + [lt.I32] * 4)
     file, line = source_location(op)
     message, file_text = _string(kernel, op.message.data), _string(kernel, file)
     cond = op.condition
-    count = numel(cond.type) if isinstance(cond.type, TensorType) else 1
+    b = kernel.b
 
-    def element(index: ir.Value) -> None:
-        ok = kernel.chunks.value_at(cond, index, 1) if isinstance(cond.type, TensorType) \
-            else kernel.scalar(cond)
-        with kernel.b.if_then(kernel.b.not_(ok), likely=False):
-            kernel.b.call(fn, [message, file_text, ir.Constant(lt.I32, line), *kernel.program_ids])
+    def fail_unless(ok: ir.Value) -> None:
+        with b.if_then(b.not_(ok), likely=False):
+            b.call(fn, [message, file_text, ir.Constant(lt.I32, line), *kernel.program_ids])
 
-    kernel.counted_loop(count, element)
+    def chunk(index: ir.Value, lanes: int) -> None:
+        ok = kernel.chunks.value_at(cond, index, lanes)
+        fail_unless(ok if lanes == 1 else b.call(
+            lt.intrinsic(kernel.llmod, "vector.reduce.and", [ok.type], lt.I1, [ok.type]), [ok]))
+
+    if isinstance(cond.type, TensorType):
+        kernel.for_each_chunk(cond.type, chunk)
+    else:
+        fail_unless(kernel.scalar(cond))
 
 
 def check_access(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None, lanes: int,

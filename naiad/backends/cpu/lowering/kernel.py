@@ -351,7 +351,7 @@ class KernelLowering:
         """Lower one op.  What the CPU backend cannot do yet becomes a `CompilationError` at
         the op's source line (not an internal error): the user can work around it there."""
         try:
-            if _has_effects(op):
+            if _may_write(op):
                 self._materialize_pending_loads(op)
             handler = _HANDLERS.get(type(op))
             if handler is not None:
@@ -385,9 +385,22 @@ class KernelLowering:
         uses = self.uses.get(value, (0, False))
         count, elsewhere = uses
         cost = _recompute_cost(self, value)
-        if elsewhere or count > 1:
+        if elsewhere:
             return cost > 2 or _contains_load(self, value)
+        if count > 1:
+            return not self._reloads_cheaply(value) and (cost > 2 or _contains_load(self, value))
         return False
+
+    def _reloads_cheaply(self, value: SSAValue) -> bool:
+        """Whether ``value`` is a load whose every chunk reads one address under one mask (an
+        index loaded once per row, which Inductor both checks and uses): for each use, one
+        scalar load again (its address needs lane 0 alone, which LLVM computes as a scalar)
+        costs less than a buffer's stores and reloads."""
+        op = self.env[value].op
+        if not isinstance(op, tt.LoadOp) or block_pointers.is_block_pointer(op.ptr) or self.bounds_check:
+            return False
+        lanes = self.row_lanes(shape_of(value.type))
+        return lanes > 1 and self.uniform(op.ptr, lanes) and (op.mask is None or self.uniform(op.mask, lanes))
 
     def _materialize_pending_loads(self, op: Any) -> None:
         """Loads happen in program order: before an op with effects runs, compute every lazy
@@ -478,9 +491,11 @@ def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
     return counts
 
 
-def _has_effects(op: Any) -> bool:
-    return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.AtomicPollOp, tt.PrintOp,
-                           tt.AssertOp, scf.ForOp, scf.WhileOp, scf.IfOp, tt.CallOp))
+def _may_write(op: Any) -> bool:
+    """Whether ``op`` may write memory a pending load reads (printing and assertions do not:
+    a load used by an assertion and after it is not held in a buffer for that)."""
+    return isinstance(op, (tt.StoreOp, tt.AtomicRMWOp, tt.AtomicCASOp, tt.AtomicPollOp,
+                           scf.ForOp, scf.WhileOp, scf.IfOp, tt.CallOp))
 
 
 def _get_program_id(kernel: KernelLowering, op: Any) -> None:
