@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 import llvmlite.ir as ir
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
 from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
@@ -31,6 +31,7 @@ from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.axis_info import AxisInfo, analyze, info_of, innermost_dim
 from naiad.compiler.errors import error_at
 from naiad.ir import arith, gpu, tt
+from naiad.ir.types import PointerType
 
 ARG_SLOT = 8
 #: Bytes before the argument slots in `naiad_launch`'s buffer: five int32 and padding.
@@ -380,27 +381,37 @@ class KernelLowering:
                 self.materialize(result)
 
     def _must_materialize(self, value: SSAValue) -> bool:
+        """Whether a lazy tensor used more than once (or in another region) is computed once
+        into a buffer rather than again at each use.  Held values cost a store and a reload
+        per element, and their buffers crowd the cache (a [8, 1024] block is a whole L1), so
+        what is cheap to compute again is: few operations, over loads that are cheap to repeat
+        (`_reloads_cheaply`) and indices that are scalar arithmetic (`_recompute_cost`).  Uses
+        that all meet in one consumer (``gelu(y) = 0.5 * y * (1 + erf(y / sqrt2))``, stored)
+        compute the value once per chunk anyway: the chunks a loop evaluates are memoized."""
         if value in self.fused:
             return False
-        uses = self.uses.get(value, (0, False))
-        count, elsewhere = uses
+        count, elsewhere = self.uses.get(value, (0, False))
         cost = _recompute_cost(self, value)
         if elsewhere:
             return cost > 2 or _contains_load(self, value)
-        if count > 1:
-            return not self._reloads_cheaply(value) and (cost > 2 or _contains_load(self, value))
+        if count > 1 and _one_consumer(value) is None:
+            return cost > 2 or not all(self._reloads_cheaply(load) for load in _loads(self, value))
         return False
 
-    def _reloads_cheaply(self, value: SSAValue) -> bool:
-        """Whether ``value`` is a load whose every chunk reads one address under one mask (an
-        index loaded once per row, which Inductor both checks and uses): for each use, one
-        scalar load again (its address needs lane 0 alone, which LLVM computes as a scalar)
-        costs less than a buffer's stores and reloads."""
-        op = self.env[value].op
-        if not isinstance(op, tt.LoadOp) or block_pointers.is_block_pointer(op.ptr) or self.bounds_check:
+    def _reloads_cheaply(self, load: Any) -> bool:
+        """Whether running ``load`` again costs no more than reading a buffer it was held in:
+        each chunk one vector load of consecutive elements, or one scalar load where every lane
+        reads one address under one mask (an index loaded once per row, which Inductor both
+        checks and uses).  Gathers are held.  Loads happen in program order regardless:
+        `_materialize_pending_loads` holds what a later write could change."""
+        if block_pointers.is_block_pointer(load.ptr) or self.bounds_check:
             return False
-        lanes = self.row_lanes(shape_of(value.type))
-        return lanes > 1 and self.uniform(op.ptr, lanes) and (op.mask is None or self.uniform(op.mask, lanes))
+        lanes = self.row_lanes(shape_of(load.ptr.type))
+        if lanes == 1:
+            return False
+        if self.consecutive(load.ptr, lanes):
+            return True
+        return self.uniform(load.ptr, lanes) and (load.mask is None or self.uniform(load.mask, lanes))
 
     def _materialize_pending_loads(self, op: Any) -> None:
         """Loads happen in program order: before an op with effects runs, compute every lazy
@@ -455,9 +466,46 @@ def _recompute_cost(kernel: KernelLowering, value: SSAValue, depth: int = 0) -> 
         return 0
     if depth > _MAX_RECOMPUTE:
         return _MAX_RECOMPUTE + 1
+    if not isinstance(held.op, tt.LoadOp) and _index_like(kernel, value):
+        return 0
     own = 0 if isinstance(held.op, _CHEAP) else 1
     return own + sum(_recompute_cost(kernel, v, depth + 1) for v in held.op.operands
                      if isinstance(v.type, TensorType))
+
+
+def _one_consumer(value: SSAValue) -> Any | None:
+    """The one op that every use of ``value`` flows into through element-wise ops of its block
+    (which evaluate their operands at the same chunk), or None where there are several."""
+    block = value.owner.parent_block() if not isinstance(value.owner, Block) else value.owner
+    sinks, pending, seen = set(), [value], set()
+    while pending:
+        current = pending.pop()
+        for use in current.uses:
+            user = use.operation
+            if user.parent_block() is not block:
+                return None
+            if isinstance(user, ELEMENTWISE) and len(user.results) == 1 \
+                    and isinstance(user.results[0].type, TensorType):
+                if user not in seen:
+                    seen.add(user)
+                    pending.append(user.results[0])
+            else:
+                sinks.add(user)
+            if len(sinks) > 1:
+                return None
+    return next(iter(sinks), None)
+
+
+def _index_like(kernel: KernelLowering, value: SSAValue) -> bool:
+    """Whether the integer or pointer tensor ``value`` is, chunk by chunk, one value or a run
+    of consecutive ones: LLVM computes it from lane 0 as scalar arithmetic (an address of a
+    vector load) or one vector add of a ramp, so it is as cheap to compute again as a
+    constant."""
+    element = value.type.element_type
+    if not isinstance(element, (IntegerType, PointerType)):
+        return False
+    lanes = kernel.row_lanes(shape_of(value.type))
+    return kernel.consecutive(value, lanes) or kernel.uniform(value, lanes)
 
 
 def _contains_load(kernel: KernelLowering, value: SSAValue) -> bool:
