@@ -250,16 +250,16 @@ def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOC
 
 
 # -- kernel modules ---------------------------------------------------------------------------
-def module_name(framework: str) -> str:
-    return f"{framework}_gpu_bench_kernels"
+def module_name(framework: str, stem: str = "gpu_bench") -> str:
+    return f"{framework}_{stem}_kernels"
 
 
-def write_kernel_modules(directory: str) -> None:
-    """One module per framework, ``KERNELS`` under that framework's imports (the JITs read the
+def write_kernel_modules(directory: str, source: str = KERNELS, stem: str = "gpu_bench") -> None:
+    """One module per framework, ``source`` under that framework's imports (the JITs read the
     kernels' source from the file, so it must be a real one)."""
     for framework, header in HEADERS.items():
-        with open(os.path.join(directory, module_name(framework) + ".py"), "w") as f:
-            f.write(header + KERNELS)
+        with open(os.path.join(directory, module_name(framework, stem) + ".py"), "w") as f:
+            f.write(header + source)
 
 
 def first_line(e: BaseException) -> str:
@@ -267,12 +267,12 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
-def load_kernels(directory: str) -> dict[str, Any]:
+def load_kernels(directory: str, stem: str = "gpu_bench") -> dict[str, Any]:
     """framework -> its kernel module; Triton missing is reported and left out."""
     sys.path.insert(0, directory)
-    kernels = {"naiad": importlib.import_module(module_name("naiad"))}
+    kernels = {"naiad": importlib.import_module(module_name("naiad", stem))}
     try:
-        kernels["triton"] = importlib.import_module(module_name("triton"))
+        kernels["triton"] = importlib.import_module(module_name("triton", stem))
     except Exception as e:  # noqa: BLE001 -- not installed or broken: Naiad and torch still run
         print(f"triton is not importable ({first_line(e)}; pip install triton==3.6.0): the Triton "
               f"column stays empty, Naiad and torch still run", file=sys.stderr)

@@ -72,7 +72,8 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
 
     def own(value: SSAValue) -> L.Layout:
         if value not in layouts:
-            layouts[value] = default(value)
+            layouts[value] = _operands_layout(value, layouts) or L.default_blocked(
+                _shape(value), num_warps, warp_size, _source_vector(value, axis))
         return layouts[value]
 
     for op in reversed(list(func.walk())):
@@ -83,6 +84,9 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
             if along is not None:
                 layouts[accessed] = along        # a load's users convert
                 layouts.setdefault(op.ptr, along)
+            elif isinstance(op, tt.StoreOp) and op.ptr not in layouts:
+                layouts[op.ptr] = L.default_blocked(_shape(op.ptr), num_warps, warp_size,
+                                                    _access_vector(op, axis))
         rule = _RULES.get(type(op))
         results = [r for r in op.results if _tensor(r)]
         if rule is not None:
@@ -173,6 +177,57 @@ def _anchors_of(op: Any, anchors: dict[SSAValue, L.Layout]) -> list[tuple[SSAVal
         return [(result, anchors[value]) for value, result in zip(op.operands, op.parent_op().results)
                 if value in anchors and _tensor(value)]
     return []
+
+
+def _operands_layout(value: SSAValue, layouts: dict[SSAValue, L.Layout]) -> L.Layout | None:
+    """For a value no later op constrains (the operand of a reduction to a scalar), the layout
+    an operand of its element-wise op already has: ``tl.sum(x * x)`` beside a store of ``x``
+    then squares ``x`` where it lies, instead of converting the whole tile to the default layout
+    through shared memory (a 16384-element bf16 layer norm's row: 64 KB of shared memory)."""
+    op = value.owner
+    if not isinstance(op, tuple(elementwise.RULES)) or len(op.results) != 1:
+        return None
+    for operand in op.operands:
+        if _tensor(operand) and _shape(operand) == _shape(value) and operand in layouts:
+            return layouts[operand]
+    return None
+
+
+def _source_vector(value: SSAValue, axis: dict[SSAValue, AxisInfo]) -> int:
+    """Elements per thread for a value no later op constrains: as many as the loads it is
+    computed from element by element move at once (`_access_vector`), so that
+    ``tl.sum(x.to(tl.float32))`` of 16-bit ``x`` reads 8 elements a thread in one access, not 4
+    in a 64-bit one, and a row it cannot read in vectors is read a coalesced element a thread."""
+    vector, loads, pending, seen = _vector(value), [], [value], set()
+    while pending:
+        op = pending.pop().owner
+        if op in seen:
+            continue
+        seen.add(op)
+        if isinstance(op, (tt.LoadOp, AsyncLoadOp)) and _tensor(op.ptr):
+            loads.append(op)
+        elif isinstance(op, tuple(elementwise.RULES)):
+            pending.extend(v for v in op.operands if _tensor(v) and _shape(v) == _shape(value))
+    return max((_access_vector(op, axis) for op in loads), default=vector)
+
+
+def _access_vector(op: Any, axis: dict[SSAValue, AxisInfo]) -> int:
+    """How many elements of a thread one access of the load or store ``op`` can move along the
+    last dimension (`L.widest_access`): a thread's share of a layout made for it.  Where the
+    access cannot be wide (a row of 3,000 elements: masks and row starts not multiples of 8),
+    one element a thread keeps a warp's access coalesced, as Triton's coalescing gives it;
+    eight 16-bit elements a thread, each read on its own, span eight times the bytes a warp
+    reads at once (the row read at 40 % of Triton's speed)."""
+    info, shape = axis.get(op.ptr), _shape(op.ptr)
+    if info is None or not shape:
+        return _vector(op.ptr)
+    d = len(shape) - 1
+    mask = None
+    if op.mask is not None:
+        mask_info = axis.get(op.mask)
+        mask = mask_info.constancy[d] if mask_info is not None and _tensor(op.mask) else (
+            None if not _tensor(op.mask) else 1)
+    return L.widest_access(info.contiguity[d], info.divisibility[d], mask, _element_bytes(op.ptr))
 
 
 def _coalesced(pointers: SSAValue, current: L.Layout | None, axis: dict[SSAValue, AxisInfo],

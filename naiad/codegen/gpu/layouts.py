@@ -213,6 +213,18 @@ def transposed(layout: Layout, shape: Sequence[int]) -> Layout | None:
     return Linear(tuple(shape)[::-1], swap(linear.registers), swap(linear.lanes), swap(linear.warps))
 
 
+def widest_access(contiguity: int, divisibility: int, mask_constancy: int | None, nbytes: int) -> int:
+    """How many consecutive elements of ``nbytes`` one access may move, by the axis information
+    of its pointers along the dimension it runs (their run of consecutive addresses and the
+    bytes the first one is a multiple of) and of its mask (its run of equal values): at most
+    128 bits, a power of two.  The layouts give each thread as many (Triton's coalescing), and
+    an access moves as many of a thread's consecutive elements at once."""
+    width = min(contiguity, max(1, divisibility // nbytes), max(1, 16 // nbytes))
+    if mask_constancy is not None:
+        width = min(width, mask_constancy)
+    return _pow2_floor(max(1, width))
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 

@@ -37,10 +37,9 @@ def vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: 
         d = blocked.order[0]
         _, per = L.per_thread(blocked, L.parent_shape(layout, shape), d)
     ptr = k.info(op.ptr)
-    width = min(per, ptr.contiguity[d], max(1, ptr.divisibility[d] // nbytes), max(1, 16 // nbytes))
-    if op.mask is not None:
-        width = min(width, k.info(op.mask).constancy[d])
-    return 1 << (max(1, width).bit_length() - 1)
+    mask = k.info(op.mask).constancy[d] if op.mask is not None else None
+    return min(L.widest_access(ptr.contiguity[d], ptr.divisibility[d], mask, nbytes),
+               1 << (max(1, per).bit_length() - 1))
 
 
 def _groups(count: int, width: int) -> list[range]:
