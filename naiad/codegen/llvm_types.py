@@ -18,6 +18,20 @@ from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, Float
 
 from naiad.ir.types import PointerType
 
+class BFloatType(ir.Type):
+    """LLVM's ``bfloat``, which llvmlite lacks: only for intrinsics that take it (x86's
+    ``vdpbf16ps``); values are bitcast to it from their ``i16`` storage at the call."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
 I1, I8, I16, I32, I64 = (ir.IntType(w) for w in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()

@@ -12,11 +12,16 @@ from naiad.codegen.hooks import TargetHooks
 class CPUHooks(TargetHooks):
     name = "cpu"
 
-    def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False):
+    def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False,
+                 bf16_pairs: bool = False):
         self.bounds_check = bounds_check
         #: Whether the target has a 16-byte compare-and-swap (x86 ``cmpxchg16b``): fp32
         #: atomic adds then go four elements at a time (`lowering.memory`).
         self.compare_exchange_16 = compare_exchange_16
+        #: Whether the target multiplies pairs of bf16 into fp32 in one instruction (x86
+        #: AVX-512 BF16 ``vdpbf16ps``): bf16 dots then run at twice fp32's rate
+        #: (`lowering.matmul`).
+        self.bf16_pairs = bf16_pairs
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""

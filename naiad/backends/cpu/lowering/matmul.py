@@ -7,6 +7,13 @@ k (fused multiply-add), so each loaded value is used ``MR`` or ``NR / lanes`` ti
 narrower than fp32 are widened as they are loaded; int8 accumulates in int32.  Operands that
 are loads are first copied into buffers with vector loads wherever their rows are consecutive
 in memory (`_operand_buffer`).
+
+bf16 operands on a target that multiplies bf16 pairs (AVX-512 BF16's ``vdpbf16ps``: each fp32
+lane adds ``a[k] b[k] + a[k+1] b[k+1]``) go two k at a time, twice the multiply-adds of an fp32
+FMA per instruction: B's rows are interleaved in pairs first (`_paired_rows`), and A's two
+consecutive elements are broadcast as one 32-bit word.  The products are exact in fp32 either
+way; the instruction adds a pair's odd product first and treats denormal inputs and results
+as zero (as it does on every processor that has it).
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
 
 MR = 4
+#: LLVM's bfloat (`vdpbf16ps` takes vectors of it).
+_BF16 = lt.BFloatType()
 
 
 def _operand_buffer(kernel: Any, value: Any) -> Buffer:
@@ -115,13 +124,57 @@ def lower_dot(kernel: Any, op: Any) -> None:
     batch = a_shape[0] if len(a_shape) == 3 else 1
     m, k_dim = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
+    pairs = _multiplies_bf16_pairs(kernel, op, target, n, k_dim)
+    if pairs:
+        b_ = _paired_rows(kernel, b_, batch, k_dim, n)
     for index in range(batch):
-        _matmul(kernel, a, b_, target, m, n, k_dim, index, op)
+        _matmul(kernel, a, b_, target, m, n, k_dim, index, op, pairs)
     kernel.env[result] = target
 
 
+def _multiplies_bf16_pairs(kernel: Any, op: Any, d: Buffer, n: int, k_dim: int) -> bool:
+    """Whether the dot goes two k at a time through ``vdpbf16ps``: bf16 operands, an fp32
+    accumulator, a target that has the instruction and 16 fp32 lanes, whole vectors of columns
+    and an even K (a dot's block sizes are powers of two from 16)."""
+    return kernel.hooks.bf16_pairs and kernel.lanes == 16 and lt.is_bf16(op.a.type) \
+        and lt.is_bf16(op.b.type) and lt.scalar(d.mlir_type) == lt.F32 and n % 16 == 0 \
+        and k_dim % 2 == 0
+
+
+def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
+    """A copy of B (bf16, ``[batch,] K x N``) whose rows are interleaved two by two: element
+    ``(k, j)`` at ``(k // 2 * N + j) * 2 + k % 2``, so that one 512-bit load holds 16 columns'
+    pairs of consecutive k, as ``vdpbf16ps`` multiplies them."""
+    bld = kernel.b
+    out = kernel.buffer(b_.mlir_type)
+    half = lt.vector(lt.I16, 16)
+    interleave = ir.Constant(lt.vector(lt.I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
+
+    def pair(row_pair: ir.Value) -> None:            # row_pair: batch * K/2 of them
+        start = bld.mul(row_pair, ir.Constant(lt.I32, 2 * n))
+
+        def group(g: ir.Value) -> None:
+            first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 16)))
+            lo = bld.load(_element_ptr(bld, b_, first), typ=half, align=2)
+            hi = bld.load(_element_ptr(bld, b_, bld.add(first, ir.Constant(lt.I32, n))), typ=half, align=2)
+            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 32)))
+            bld.store(bld.shuffle_vector(lo, hi, interleave), _element_ptr(bld, out, place), align=2)
+
+        kernel.counted_loop(n // 16, group)
+
+    kernel.counted_loop(batch * k_dim // 2, pair)
+    return out
+
+
+def _element_ptr(bld: ir.IRBuilder, buf: Buffer, offset: ir.Value) -> ir.Value:
+    """The address of element ``offset`` (an i32) of ``buf``."""
+    size = lt.byte_size(lt.scalar(buf.mlir_type))
+    return bld.gep(buf.ptr, [bld.mul(bld.sext(offset, lt.I64), ir.Constant(lt.I64, size))],
+                   source_etype=lt.I8)
+
+
 def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim: int, batch: int,
-            op: Any) -> None:
+            op: Any, pairs: bool) -> None:
     bld = kernel.b
     acc_type = lt.scalar(d.mlir_type)
     integer = isinstance(acc_type, ir.IntType)
@@ -132,14 +185,9 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
     ctx = kernel.ctx(lanes)
     scalar_ctx = kernel.ctx(1)
 
-    def element_ptr(buf: Buffer, offset: ir.Value) -> ir.Value:
-        size = lt.byte_size(lt.scalar(buf.mlir_type))
-        return bld.gep(buf.ptr, [bld.mul(bld.sext(offset, lt.I64), ir.Constant(lt.I64, size))],
-                       source_etype=lt.I8)
-
     def load(buf: Buffer, offset: ir.Value, count: int, context: Any) -> ir.Value:
         t = lt.vector(lt.scalar(buf.mlir_type), count)
-        raw = bld.load(element_ptr(buf, offset), typ=t, align=lt.byte_size(lt.scalar(buf.mlir_type)))
+        raw = bld.load(_element_ptr(bld, buf, offset), typ=t, align=lt.byte_size(lt.scalar(buf.mlir_type)))
         return elementwise.widened(context, raw, buf.mlir_type, compute)
 
     def tile(i_block: ir.Value) -> None:
@@ -153,11 +201,14 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
                                 ir.Constant(lt.I32, d_base + v * lanes)) for v in range(nr // lanes)]
                        for row in rows]
             acc = [[load(d, off, lanes, ctx) for off in row_offsets] for row_offsets in offsets]
-            acc = _k_loop(kernel, k_dim, acc, lambda kk, acc_: _step(kk, acc_, rows, j0))
+            if pairs:
+                acc = _k_loop(kernel, k_dim // 2, acc, lambda kp, acc_: _pair_step(kp, acc_, rows, j0))
+            else:
+                acc = _k_loop(kernel, k_dim, acc, lambda kk, acc_: _step(kk, acc_, rows, j0))
             for row_offsets, row_acc in zip(offsets, acc):
                 for off, value in zip(row_offsets, row_acc):
                     out = elementwise.narrowed(ctx, value, d.mlir_type)
-                    bld.store(out, element_ptr(d, off), align=lt.byte_size(lt.scalar(d.mlir_type)))
+                    bld.store(out, _element_ptr(bld, d, off), align=lt.byte_size(lt.scalar(d.mlir_type)))
 
         kernel.counted_loop(n // nr, column_block)
 
@@ -172,6 +223,25 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
                             ir.Constant(lt.I32, batch * m * k_dim))
             a_val = ctx.splat(load(a, a_off, 1, scalar_ctx))
             new.append([_fma(ctx, a_val, bv, av, integer) for bv, av in zip(b_vecs, row_acc)])
+        return new
+
+    def _pair_step(kp: ir.Value, acc: list[list[ir.Value]], rows: list[ir.Value], j0: ir.Value):
+        """Two k at once: ``vdpbf16ps`` of each row's broadcast pair of A and 16 columns' pairs
+        of the interleaved B."""
+        pair_type, word = lt.vector(_BF16, 32), lt.vector(lt.I16, 32)
+        b_row = bld.add(bld.mul(bld.add(bld.mul(kp, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, 2)),
+                        ir.Constant(lt.I32, batch * k_dim * n))
+        b_vecs = [bld.bitcast(bld.load(_element_ptr(bld, b_, bld.add(b_row, ir.Constant(lt.I32, 32 * v))),
+                                       typ=word, align=2), pair_type) for v in range(nr // lanes)]
+        dot = lt.intrinsic(kernel.llmod, "x86.avx512bf16.dpbf16ps.512", [], lt.vector(lt.F32, 16),
+                           [lt.vector(lt.F32, 16), pair_type, pair_type])
+        new = []
+        for row, row_acc in zip(rows, acc):
+            a_off = bld.add(bld.add(bld.mul(row, ir.Constant(lt.I32, k_dim)), bld.mul(kp, ir.Constant(lt.I32, 2))),
+                            ir.Constant(lt.I32, batch * m * k_dim))
+            a_pair = bld.load(_element_ptr(bld, a, a_off), typ=lt.I32, align=2)
+            a_vec = bld.bitcast(ctx.splat(a_pair), pair_type)
+            new.append([bld.call(dot, [av, a_vec, bv]) for bv, av in zip(b_vecs, row_acc)])
         return new
 
     kernel.counted_loop(m // mr, tile)

@@ -1,0 +1,203 @@
+"""CPU matmuls and attention: Naiad's ``tl.dot`` kernels against numpy's BLAS and torch, in one run.
+
+    python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128] [--csv PATH]
+
+Rows: a Triton-style matmul kernel (one program per BM x BN tile of C, a K loop of BK = 32,
+masked edges; the gallery's kernel with its tile as a parameter) in fp32 against numpy (BLAS)
+and torch, and in bf16 against torch's bf16 matmul (oneDNN: AMX or AVX-512 BF16 where the
+processor has them), over square sizes and tiles; and an attention forward (Triton's
+tutorial 06 shape: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
+torch's CPU ``scaled_dot_product_attention``.  Every result is checked against torch in fp32
+first.  Times are medians of repeated calls after a warm-up, every column of a row timed in
+turn, round after round, so that the machine's drift falls on all alike; GFLOP/s = 2 M N K
+(attention: 4 B H N^2 D).  Prints a table, writes CSV (bench/results/cpu-matmul.csv by
+default).  On a shared 2-core machine the figures move by tens of percent from run to run:
+compare the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+import naiad
+import naiad.language as tl
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+@naiad.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@naiad.jit
+def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """Tutorial 06's forward: a block of queries against every block of keys, the softmax kept
+    online (running maximum and sum), in fp32; P is cast to V's dtype for the second dot."""
+    start_m = tl.program_id(0)
+    base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in range(0, N_CTX, BLOCK_N):
+        k = tl.load(K + base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        l_i = l_i * alpha + l_ij
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty))
+
+
+def naiad_matmul(a: Any, b: Any, c: Any, tile: int) -> None:
+    m, k = a.shape
+    n = b.shape[1]
+    matmul_kernel[(naiad.cdiv(m, tile), naiad.cdiv(n, tile))](a, b, c, m, n, k, BM=tile, BN=tile, BK=32)
+
+
+def naiad_attention(q: Any, k: Any, v: Any, out: Any) -> None:
+    batch, heads, n_ctx, head_dim = q.shape
+    attention_kernel[(n_ctx // 64, batch * heads)](q, k, v, out, head_dim ** -0.5, n_ctx,
+                                                   HEAD_DIM=head_dim, BLOCK_M=64, BLOCK_N=64)
+
+
+def timed(calls: dict[str, Callable[[], Any]], rounds: int, repeats: int) -> dict[str, float]:
+    """Median seconds of one call of each, over ``rounds`` rounds of ``repeats`` calls taking the
+    columns in turn (the order reversing each round)."""
+    for call in calls.values():
+        call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            for _ in range(repeats):
+                start = time.perf_counter()
+                calls[name]()
+                samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def check(got: Any, want: Any, rtol: float, what: str) -> None:
+    error = float(np.max(np.abs(got - want)) / max(1e-30, float(np.max(np.abs(want)))))
+    if not error <= rtol:
+        raise AssertionError(f"{what}: relative error {error:.2e} over {rtol:.0e}")
+
+
+def matmul_rows(sizes: list[int], tiles: list[int], rounds: int) -> list[list[Any]]:
+    rows = []
+    rng = np.random.default_rng(0)
+    for size in sizes:
+        flops = 2 * size ** 3
+        a = rng.standard_normal((size, size), dtype=np.float32)
+        b = rng.standard_normal((size, size), dtype=np.float32)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        repeats = max(1, int(2e9 // flops))
+        for tile in tiles:
+            c = np.empty((size, size), np.float32)
+            naiad_matmul(a, b, c, tile)
+            check(c, want, 1e-4, f"fp32 {size} tile {tile}")
+            calls = {"naiad": lambda: naiad_matmul(a, b, c, tile), "numpy": lambda: a @ b}
+            if torch is not None:
+                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+                calls["torch"] = lambda: ta @ tb
+            seconds = timed(calls, rounds, repeats)
+            rows.append([f"matmul fp32 {size}^3", tile, *(flops / seconds.get(k, float("nan")) / 1e9
+                                                         for k in ("naiad", "numpy", "torch")),
+                         seconds["numpy"] / seconds["naiad"]])
+        if torch is None:
+            continue
+        ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()
+        want16 = ta.double() @ tb.double()
+        for tile in tiles:
+            c = torch.empty(size, size)
+            naiad_matmul(ta, tb, c, tile)
+            check(c.numpy(), want16.numpy(), 1e-4, f"bf16 {size} tile {tile}")
+            seconds = timed({"naiad": lambda: naiad_matmul(ta, tb, c, tile), "torch": lambda: ta @ tb},
+                            rounds, repeats)
+            rows.append([f"matmul bf16 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
+                         flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
+    return rows
+
+
+def attention_rows(rounds: int) -> list[list[Any]]:
+    rows = []
+    batch, heads, head_dim = 1, 8, 64
+    for n_ctx in (512, 1024, 2048):
+        flops = 4 * batch * heads * n_ctx * n_ctx * head_dim
+        for dtype in (torch.float32, torch.bfloat16):
+            gen = torch.Generator().manual_seed(n_ctx)
+            q, k, v = (torch.randn(batch, heads, n_ctx, head_dim, generator=gen).to(dtype) for _ in range(3))
+            out = torch.empty_like(q)
+            naiad_attention(q, k, v, out)
+            want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+            check(out.float().numpy(), want.numpy(), 1e-4 if dtype == torch.float32 else 2e-2,
+                  f"attention {dtype} {n_ctx}")
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            seconds = timed({"naiad": lambda: naiad_attention(q, k, v, out), "torch": lambda: sdpa(q, k, v)},
+                            rounds, max(1, int(1e9 // flops)))
+            name = "fp32" if dtype == torch.float32 else "bf16"
+            rows.append([f"attention fwd {name} B{batch} H{heads} N{n_ctx} D{head_dim}", 64,
+                         flops / seconds["naiad"] / 1e9, float("nan"), flops / seconds["torch"] / 1e9,
+                         seconds["torch"] / seconds["naiad"]])
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="256,512,1024,2048")
+    parser.add_argument("--tiles", default="32,64,128")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "cpu-matmul.csv"))
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tiles = [int(t) for t in args.tiles.split(",")]
+    rows = matmul_rows(sizes, tiles, args.rounds)
+    if torch is not None:
+        rows += attention_rows(args.rounds)
+    header = ["benchmark", "tile", "naiad GFLOP/s", "numpy GFLOP/s", "torch GFLOP/s", "peer/naiad time (speed ratio)"]
+    print(f"{header[0]:44s} {'tile':>5s} {'naiad':>8s} {'numpy':>8s} {'torch':>8s} {'ratio':>7s}")
+    for name, tile, ours, np_rate, torch_rate, ratio in rows:
+        print(f"{name:44s} {tile:5d} {ours:8.1f} {np_rate:8.1f} {torch_rate:8.1f} {ratio:7.3f}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+    with open(args.csv, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(header)
+        out.writerows([[r[0], r[1], *(f"{x:.4g}" for x in r[2:])] for r in rows])
+    print(f"wrote {args.csv} (ratio: numpy's time for fp32 rows, torch's for bf16 and attention, over Naiad's)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
