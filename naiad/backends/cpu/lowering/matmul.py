@@ -51,6 +51,8 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
     lanes = kernel.chunk_lanes(numel(value.type))
     if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
         return kernel.materialize(value)
+    if _down_columns(kernel, load, lanes):
+        return _transposed_copy(kernel, value, load, lanes)
     consecutive = kernel.consecutive(load.ptr, lanes)
     step = _next_step(kernel, load)
     target = kernel.buffer(value.type)
@@ -58,6 +60,63 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
         target, index, _load_chunk(kernel, load, index, n, consecutive, step)))
     kernel.remember(value, target)
     return target
+
+
+def _down_columns(kernel: Any, load: Any, lanes: int) -> bool:
+    """Whether the unmasked 2-D block ``load`` reads runs of consecutive elements down its
+    columns and not along its rows (``k[d, n]`` at ``n * D + d``: attention's K read as Kᵀ), in
+    whole chunks of ``lanes`` both ways."""
+    shape = shape_of(load.ptr.type)
+    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes:
+        return False
+    info = kernel.axis_info(load.ptr)
+    return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
+
+
+def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int) -> Buffer:
+    """``load``'s block (see `_down_columns`) in a buffer, read ``lanes`` columns at a time: a
+    vector load down each column, the ``lanes x lanes`` square turned over in registers
+    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
+    bld = kernel.b
+    rows, cols = shape_of(value.type)
+    target = kernel.buffer(value.type)
+    element = lt.memory_type(load.results[0].type)
+    vtype = lt.vector(element, lanes)
+
+    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
+        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
+        columns = []
+        for j in range(lanes):
+            address = kernel.chunks.value_at(load.ptr, bld.add(first, ir.Constant(lt.I32, j)), 1)
+            columns.append(bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=lt.byte_size(element)))
+        for i, row in enumerate(_transpose_square(bld, columns)):
+            place = bld.add(first, ir.Constant(lt.I32, i * cols))
+            bld.store(row, _element_ptr(bld, target, place), align=lt.byte_size(element))
+
+    kernel.counted_loop(rows * cols // (lanes * lanes), square)
+    kernel.remember(value, target)
+    return target
+
+
+def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
+    """The ``n`` vectors of ``n`` lanes (``n`` a power of two), rows of a square, as its
+    columns: one round per bit of the index swaps that bit of the row with that bit of the
+    column -- in a round of bit ``h``, rows ``i`` and ``i + h`` become
+    ``[a[c] if c & h == 0 else b[c - h]]`` and ``[a[c + h] if c & h == 0 else b[c]]``."""
+    n = len(vectors)
+    rows = list(vectors)
+    h = 1
+    while h < n:
+        low = ir.Constant(lt.vector(lt.I32, n), [c if not c & h else n + c - h for c in range(n)])
+        high = ir.Constant(lt.vector(lt.I32, n), [c + h if not c & h else n + c for c in range(n)])
+        for i in range(n):
+            if not i & h:
+                a, b = rows[i], rows[i + h]
+                rows[i], rows[i + h] = bld.shuffle_vector(a, b, low), bld.shuffle_vector(a, b, high)
+        h *= 2
+    return rows
 
 
 def _next_step(kernel: Any, load: Any) -> ir.Value | None:
