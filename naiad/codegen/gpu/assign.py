@@ -19,6 +19,7 @@ one element at a time.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from xdsl.dialects import scf
@@ -73,8 +74,16 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
     def own(value: SSAValue) -> L.Layout:
         if value not in layouts:
             layouts[value] = _operands_layout(value, layouts) or L.default_blocked(
-                _shape(value), num_warps, warp_size, _source_vector(value, axis))
+                _shape(value), num_warps, warp_size, fitted(value, *_source_vectors(value, axis)))
         return layouts[value]
+
+    def fitted(value: SSAValue, wide: int, narrow: int) -> int:
+        """``narrow`` elements a thread (what the accesses move at once) where a block of
+        ``wide`` elements a thread would still give every thread of the program some: the same
+        threads, coalesced.  A smaller block keeps ``wide``: spread over more threads, its loads
+        and stores would land in different warps, which run in no set order (a kernel shifting
+        64 elements in place, ``x[i + 1] = x[i]``, read what another warp had written)."""
+        return narrow if math.prod(_shape(value)) >= num_warps * warp_size * wide else wide
 
     for op in reversed(list(func.walk())):
         asking[0] = op
@@ -85,8 +94,8 @@ def assign_layouts(func: Any, num_warps: int, warp_size: int,
                 layouts[accessed] = along        # a load's users convert
                 layouts.setdefault(op.ptr, along)
             elif isinstance(op, tt.StoreOp) and op.ptr not in layouts:
-                layouts[op.ptr] = L.default_blocked(_shape(op.ptr), num_warps, warp_size,
-                                                    _access_vector(op, axis))
+                layouts[op.ptr] = L.default_blocked(_shape(op.ptr), num_warps, warp_size, fitted(
+                    op.ptr, _vector(op.ptr), _access_vector(op, axis)))
         rule = _RULES.get(type(op))
         results = [r for r in op.results if _tensor(r)]
         if rule is not None:
@@ -193,11 +202,12 @@ def _operands_layout(value: SSAValue, layouts: dict[SSAValue, L.Layout]) -> L.La
     return None
 
 
-def _source_vector(value: SSAValue, axis: dict[SSAValue, AxisInfo]) -> int:
-    """Elements per thread for a value no later op constrains: as many as the loads it is
-    computed from element by element move at once (`_access_vector`), so that
-    ``tl.sum(x.to(tl.float32))`` of 16-bit ``x`` reads 8 elements a thread in one access, not 4
-    in a 64-bit one, and a row it cannot read in vectors is read a coalesced element a thread."""
+def _source_vectors(value: SSAValue, axis: dict[SSAValue, AxisInfo]) -> tuple[int, int]:
+    """Elements per thread for a value no later op constrains, from the loads it is computed
+    from element by element: (a 128-bit access's worth of the narrowest, as many as they move
+    at once (`_access_vector`)).  So ``tl.sum(x.to(tl.float32))`` of 16-bit ``x`` reads 8
+    elements a thread in one access, not 4 in a 64-bit one, and a row it cannot read in vectors
+    can be read a coalesced element a thread."""
     vector, loads, pending, seen = _vector(value), [], [value], set()
     while pending:
         op = pending.pop().owner
@@ -208,7 +218,8 @@ def _source_vector(value: SSAValue, axis: dict[SSAValue, AxisInfo]) -> int:
             loads.append(op)
         elif isinstance(op, tuple(elementwise.RULES)):
             pending.extend(v for v in op.operands if _tensor(v) and _shape(v) == _shape(value))
-    return max((_access_vector(op, axis) for op in loads), default=vector)
+    wide = max([vector] + [_vector(op.ptr) for op in loads])
+    return wide, max((_access_vector(op, axis) for op in loads), default=vector)
 
 
 def _access_vector(op: Any, axis: dict[SSAValue, AxisInfo]) -> int:
