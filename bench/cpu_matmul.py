@@ -9,7 +9,8 @@ processor has them), over square sizes and tiles; and an attention forward (Trit
 tutorial 06 shape: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
 torch's CPU ``scaled_dot_product_attention``.  Every result is checked against torch in fp32
 first.  Times are medians of repeated calls after a warm-up, every column of a row timed in
-turn, round after round, so that the machine's drift falls on all alike; GFLOP/s = 2 M N K
+turn, round after round, so that the machine's drift falls on all alike, each block after a
+rest that lets the previous library's spinning threads go to sleep; GFLOP/s = 2 M N K
 (attention: 4 B H N^2 D).  Prints a table, writes CSV (bench/results/cpu-matmul.csv by
 default).  On a shared 2-core machine the figures move by tens of percent from run to run:
 compare the ratios.
@@ -93,15 +94,23 @@ def naiad_attention(q: Any, k: Any, v: Any, out: Any) -> None:
                                                    HEAD_DIM=head_dim, BLOCK_M=64, BLOCK_N=64)
 
 
+#: Seconds of rest before each block of calls: a library's threads keep spinning on the cores
+#: for a while after its call (OpenBLAS's for about 0.1 s by default), which slowed whatever ran
+#: next on this 2-core machine by up to 4x.
+REST = 0.25
+
+
 def timed(calls: dict[str, Callable[[], Any]], rounds: int, repeats: int) -> dict[str, float]:
     """Median seconds of one call of each, over ``rounds`` rounds of ``repeats`` calls taking the
-    columns in turn (the order reversing each round)."""
+    columns in turn (the order reversing each round), each block after a rest (`REST`)."""
     for call in calls.values():
         call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
+            time.sleep(REST)
+            calls[name]()                   # the block's first call wakes its threads
             for _ in range(repeats):
                 start = time.perf_counter()
                 calls[name]()
