@@ -2,11 +2,11 @@
 
     python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128] [--csv PATH]
 
-Rows: a Triton-style matmul kernel (one program per BM x BN tile of C, a K loop of BK = 32,
-masked edges; the gallery's kernel with its tile as a parameter) in fp32 against numpy (BLAS)
+Rows: the gallery's matmul kernel (`naiad.tools.gallery`: one program per tile x tile block
+of C, a K loop of 32, masked edges) in fp32 against numpy (BLAS)
 and torch, and in bf16 against torch's bf16 matmul (oneDNN: AMX or AVX-512 BF16 where the
-processor has them), over square sizes and tiles; and an attention forward (Triton's
-tutorial 06 shape: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
+processor has them), over square sizes and tiles; and the gallery's attention forward (Triton's
+tutorial 06: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
 torch's CPU ``scaled_dot_product_attention``.  Every result is checked against torch in fp32
 first.  Times are medians of repeated calls after a warm-up, every column of a row timed in
 turn, round after round, so that the machine's drift falls on all alike, each block after a
@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 import naiad
-import naiad.language as tl
+from naiad.tools import gallery
 
 try:
     import torch
@@ -36,62 +36,13 @@ except ImportError:
     torch = None
 
 
-@naiad.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@naiad.jit
-def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr):
-    """Tutorial 06's forward: a block of queries against every block of keys, the softmax kept
-    online (running maximum and sum), in fp32; P is cast to V's dtype for the second dot."""
-    start_m = tl.program_id(0)
-    base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
-    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.44269504
-    for start_n in range(0, N_CTX, BLOCK_N):
-        k = tl.load(K + base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
-        qk = tl.dot(q, k)
-        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
-        alpha = tl.math.exp2(m_i - m_ij)
-        l_ij = tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = tl.load(V + base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        l_i = l_i * alpha + l_ij
-        m_i = m_ij
-    acc = acc / l_i[:, None]
-    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty))
-
-
 def naiad_matmul(a: Any, b: Any, c: Any, tile: int) -> None:
+    """``c = a @ b`` with the gallery's kernel (Triton's tutorial shape), ``tile`` x ``tile``
+    blocks of C and a K loop of 32."""
     m, k = a.shape
     n = b.shape[1]
-    matmul_kernel[(naiad.cdiv(m, tile), naiad.cdiv(n, tile))](a, b, c, m, n, k, BM=tile, BN=tile, BK=32)
-
-
-def naiad_attention(q: Any, k: Any, v: Any, out: Any) -> None:
-    batch, heads, n_ctx, head_dim = q.shape
-    attention_kernel[(n_ctx // 64, batch * heads)](q, k, v, out, head_dim ** -0.5, n_ctx,
-                                                   HEAD_DIM=head_dim, BLOCK_M=64, BLOCK_N=64)
+    gallery.matmul_kernel[(naiad.cdiv(m, tile), naiad.cdiv(n, tile))](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32)
 
 
 #: Seconds of rest before each block of calls: a library's threads keep spinning on the cores
@@ -169,12 +120,12 @@ def attention_rows(rounds: int) -> list[list[Any]]:
             gen = torch.Generator().manual_seed(n_ctx)
             q, k, v = (torch.randn(batch, heads, n_ctx, head_dim, generator=gen).to(dtype) for _ in range(3))
             out = torch.empty_like(q)
-            naiad_attention(q, k, v, out)
+            gallery.attention(q, k, v, out)
             want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
             check(out.float().numpy(), want.numpy(), 1e-4 if dtype == torch.float32 else 2e-2,
                   f"attention {dtype} {n_ctx}")
             sdpa = torch.nn.functional.scaled_dot_product_attention
-            seconds = timed({"naiad": lambda: naiad_attention(q, k, v, out), "torch": lambda: sdpa(q, k, v)},
+            seconds = timed({"naiad": lambda: gallery.attention(q, k, v, out), "torch": lambda: sdpa(q, k, v)},
                             rounds, max(1, int(1e9 // flops)))
             name = "fp32" if dtype == torch.float32 else "bf16"
             rows.append([f"attention fwd {name} B{batch} H{heads} N{n_ctx} D{head_dim}", 64,

@@ -97,6 +97,38 @@ def matmul_tutorial_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, s
 
 
 @naiad.jit
+def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """Triton's tutorial 06 forward: a block of queries against every block of keys, the softmax
+    kept online (running maximum and sum) in fp32, P cast to V's dtype for the second dot.  K is
+    read as Kᵀ, down its columns."""
+    start_m = tl.program_id(0)
+    base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in range(0, N_CTX, BLOCK_N):
+        k = tl.load(K + base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        l_i = l_i * alpha + l_ij
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty))
+
+
+@naiad.jit
 def dropout_kernel(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
@@ -160,6 +192,15 @@ def matmul_tutorial(a, b, block_m=128, block_n=128, block_k=32, group_m=8):
                                  b.strides[1] // b.itemsize, n, 1, BLOCK_SIZE_M=block_m,
                                  BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=block_k, GROUP_SIZE_M=group_m)
     return c
+
+
+def attention(q, k, v, out, block=64):
+    """``softmax(q kᵀ / sqrt(d)) v`` into ``out`` with `attention_kernel`: contiguous
+    ``(batch, heads, n, d)`` arrays (numpy, or torch for bf16), ``n`` a multiple of ``block``."""
+    batch, heads, n_ctx, head_dim = q.shape
+    attention_kernel[(n_ctx // block, batch * heads)](q, k, v, out, head_dim ** -0.5, n_ctx,
+                                                      HEAD_DIM=head_dim, BLOCK_M=block, BLOCK_N=block)
+    return out
 
 
 def dropout(x, p, seed):

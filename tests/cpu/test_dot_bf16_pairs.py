@@ -12,27 +12,13 @@ import pytest
 import naiad
 import naiad.language as tl
 from naiad.backends.cpu.target import host_features
+from naiad.tools.gallery import matmul_kernel
 
 pytestmark = pytest.mark.shipped_backends
 
 torch = pytest.importorskip("torch")
 
 PAIRS = "+avx512bf16" in host_features().split(",")
-
-
-@naiad.jit
-def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @naiad.jit
@@ -59,7 +45,8 @@ def test_bf16_matmul_matches_numpy(m, n, k, bm, bn, bk):
     rng = np.random.default_rng(m * n + k)
     a, b = _bf16(rng, m, k), _bf16(rng, k, n)
     c = torch.full((m, n), float("nan"))
-    matmul[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, BM=bm, BN=bn, BK=bk)
+    matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, k, 1, n, 1, n, 1,
+                                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     np.testing.assert_allclose(c.numpy(), _reference(a, b), rtol=1e-5, atol=1e-4)
 
 
@@ -75,7 +62,9 @@ def test_batched_bf16_dot_matches_numpy():
 @pytest.mark.skipif(not PAIRS, reason="this processor has no AVX-512 BF16")
 def test_bf16_dots_multiply_pairs_where_the_processor_can():
     a, b, c = torch.zeros(64, 64).bfloat16(), torch.zeros(64, 64).bfloat16(), torch.zeros(64, 64)
-    compiled = matmul.warmup(a, b, c, 64, 64, 64, BM=64, BN=64, BK=32, grid=(1, 1))
+    args = (64, 64, 64, 64, 1, 64, 1, 64, 1)
+    compiled = matmul_kernel.warmup(a, b, c, *args, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, grid=(1, 1))
     assert "llvm.x86.avx512bf16.dpbf16ps.512" in compiled.asm["llir"]
-    fp32 = matmul.warmup(a.float(), b.float(), c, 64, 64, 64, BM=64, BN=64, BK=32, grid=(1, 1))
+    fp32 = matmul_kernel.warmup(a.float(), b.float(), c, *args, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+                                grid=(1, 1))
     assert "dpbf16ps" not in fp32.asm["llir"]

@@ -37,3 +37,18 @@ def test_dot_with_an_operand_read_down_its_columns(dtype, m, n, k):
     want = a.double().numpy() @ b.double().numpy().T
     np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
     assert "masked.gather" not in compiled.asm["llir"]
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("bfloat16", 2e-2)])
+@pytest.mark.parametrize("n_ctx, head_dim", [(64, 64), (192, 32)])
+def test_gallery_attention_matches_torch(dtype, rtol, n_ctx, head_dim):
+    """Tutorial 06's forward (K read as Kᵀ, P cast to V's dtype) against torch's SDPA in fp32."""
+    from naiad.tools import gallery
+
+    gen = torch.Generator().manual_seed(n_ctx + head_dim)
+    q, k, v = (torch.randn(2, 3, n_ctx, head_dim, generator=gen).to(getattr(torch, dtype)) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    gallery.attention(q, k, v, out)
+    want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    error = ((out.float() - want).abs().max() / want.abs().max()).item()
+    assert error <= rtol, error
