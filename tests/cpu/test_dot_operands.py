@@ -52,3 +52,15 @@ def test_gallery_attention_matches_torch(dtype, rtol, n_ctx, head_dim):
     want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
     error = ((out.float() - want).abs().max() / want.abs().max()).item()
     assert error <= rtol, error
+
+
+def test_bounds_checks_see_an_operand_read_down_its_columns():
+    """Under bounds checks the column-wise copy is not used: a Kᵀ block read past the end of its
+    array is reported, naming the kernel, not read."""
+    from naiad.backends.cpu.runtime import OutOfBoundsError
+
+    a = torch.ones(16, 16)
+    b = torch.ones(8, 16)             # 8 rows where the kernel reads 16
+    c = torch.empty(16, 16)
+    with pytest.raises(OutOfBoundsError, match="times_transposed"):
+        times_transposed[(1,)](a, b, c, M=16, N=16, K=16, bounds_check=True)

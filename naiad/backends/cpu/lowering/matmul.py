@@ -65,9 +65,11 @@ def _operand_buffer(kernel: Any, value: Any) -> Buffer:
 def _down_columns(kernel: Any, load: Any, lanes: int) -> bool:
     """Whether the unmasked 2-D block ``load`` reads runs of consecutive elements down its
     columns and not along its rows (``k[d, n]`` at ``n * D + d``: attention's K read as Kᵀ), in
-    whole chunks of ``lanes`` both ways."""
+    whole chunks of ``lanes`` both ways.  Not under bounds checks, whose checked loads take the
+    chunks as they come."""
     shape = shape_of(load.ptr.type)
-    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes:
+    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes \
+            or kernel.bounds_check:
         return False
     info = kernel.axis_info(load.ptr)
     return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
