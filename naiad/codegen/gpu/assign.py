@@ -197,8 +197,9 @@ def _operands_layout(value: SSAValue, layouts: dict[SSAValue, L.Layout]) -> L.La
     if not isinstance(op, tuple(elementwise.RULES)) or len(op.results) != 1:
         return None
     for operand in op.operands:
-        if _tensor(operand) and _shape(operand) == _shape(value) and operand in layouts:
-            return layouts[operand]
+        if _tensor(operand) and _shape(operand) == _shape(value) \
+                and isinstance(layouts.get(operand), L.Blocked):
+            return layouts[operand]      # a tensor-core accumulator's layout is not inherited
     return None
 
 
