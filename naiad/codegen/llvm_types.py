@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, Float
 
 from naiad.ir.types import PointerType
 
+
 class BFloatType(ir.Type):
     """LLVM's ``bfloat``, which llvmlite lacks: only for intrinsics that take it (x86's
     ``vdpbf16ps``); values are bitcast to it from their ``i16`` storage at the call."""

@@ -234,11 +234,10 @@ def _access_vector(op: Any, axis: dict[SSAValue, AxisInfo]) -> int:
     if info is None or not shape:
         return _vector(op.ptr)
     d = len(shape) - 1
-    mask = None
-    if op.mask is not None:
+    mask = None                                      # none, or one scalar for every lane
+    if op.mask is not None and _tensor(op.mask):
         mask_info = axis.get(op.mask)
-        mask = mask_info.constancy[d] if mask_info is not None and _tensor(op.mask) else (
-            None if not _tensor(op.mask) else 1)
+        mask = mask_info.constancy[d] if mask_info is not None else 1
     return L.widest_access(info.contiguity[d], info.divisibility[d], mask, _element_bytes(op.ptr))
 
 

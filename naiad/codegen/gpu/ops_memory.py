@@ -38,8 +38,7 @@ def vector_width(k: GPUKernel, op: Any, layout: L.Layout, shape: tuple, nbytes: 
         _, per = L.per_thread(blocked, L.parent_shape(layout, shape), d)
     ptr = k.info(op.ptr)
     mask = k.info(op.mask).constancy[d] if op.mask is not None else None
-    return min(L.widest_access(ptr.contiguity[d], ptr.divisibility[d], mask, nbytes),
-               1 << (max(1, per).bit_length() - 1))
+    return L.widest_access(min(per, ptr.contiguity[d]), ptr.divisibility[d], mask, nbytes)
 
 
 def _groups(count: int, width: int) -> list[range]:

@@ -409,9 +409,7 @@ class KernelLowering:
         lanes = self.row_lanes(shape_of(load.ptr.type))
         if lanes == 1:
             return False
-        if self.consecutive(load.ptr, lanes):
-            return True
-        return self.uniform(load.ptr, lanes) and (load.mask is None or self.uniform(load.mask, lanes))
+        return self.consecutive(load.ptr, lanes) or memory.reads_one_address(self, load, lanes)
 
     def _materialize_pending_loads(self, op: Any) -> None:
         """Loads happen in program order: before an op with effects runs, compute every lazy

@@ -95,7 +95,7 @@ def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int) -> Buffer:
             columns.append(bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=lt.byte_size(element)))
         for i, row in enumerate(_transpose_square(bld, columns)):
             place = bld.add(first, ir.Constant(lt.I32, i * cols))
-            bld.store(row, _element_ptr(bld, target, place), align=lt.byte_size(element))
+            bld.store(row, kernel.chunks.element_pointer(target, place), align=lt.byte_size(element))
 
     kernel.counted_loop(rows * cols // (lanes * lanes), square)
     kernel.remember(value, target)
@@ -216,22 +216,16 @@ def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buf
 
         def group(g: ir.Value) -> None:
             first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 16)))
-            lo = bld.load(_element_ptr(bld, b_, first), typ=half, align=2)
-            hi = bld.load(_element_ptr(bld, b_, bld.add(first, ir.Constant(lt.I32, n))), typ=half, align=2)
+            at = kernel.chunks.element_pointer
+            lo = bld.load(at(b_, first), typ=half, align=2)
+            hi = bld.load(at(b_, bld.add(first, ir.Constant(lt.I32, n))), typ=half, align=2)
             place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 32)))
-            bld.store(bld.shuffle_vector(lo, hi, interleave), _element_ptr(bld, out, place), align=2)
+            bld.store(bld.shuffle_vector(lo, hi, interleave), at(out, place), align=2)
 
         kernel.counted_loop(n // 16, group)
 
     kernel.counted_loop(batch * k_dim // 2, pair)
     return out
-
-
-def _element_ptr(bld: ir.IRBuilder, buf: Buffer, offset: ir.Value) -> ir.Value:
-    """The address of element ``offset`` (an i32) of ``buf``."""
-    size = lt.byte_size(lt.scalar(buf.mlir_type))
-    return bld.gep(buf.ptr, [bld.mul(bld.sext(offset, lt.I64), ir.Constant(lt.I64, size))],
-                   source_etype=lt.I8)
 
 
 def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim: int, batch: int,
@@ -248,7 +242,8 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
 
     def load(buf: Buffer, offset: ir.Value, count: int, context: Any) -> ir.Value:
         t = lt.vector(lt.scalar(buf.mlir_type), count)
-        raw = bld.load(_element_ptr(bld, buf, offset), typ=t, align=lt.byte_size(lt.scalar(buf.mlir_type)))
+        raw = bld.load(kernel.chunks.element_pointer(buf, offset), typ=t,
+                       align=lt.byte_size(lt.scalar(buf.mlir_type)))
         return elementwise.widened(context, raw, buf.mlir_type, compute)
 
     def tile(i_block: ir.Value) -> None:
@@ -269,7 +264,8 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
             for row_offsets, row_acc in zip(offsets, acc):
                 for off, value in zip(row_offsets, row_acc):
                     out = elementwise.narrowed(ctx, value, d.mlir_type)
-                    bld.store(out, _element_ptr(bld, d, off), align=lt.byte_size(lt.scalar(d.mlir_type)))
+                    bld.store(out, kernel.chunks.element_pointer(d, off),
+                              align=lt.byte_size(lt.scalar(d.mlir_type)))
 
         kernel.counted_loop(n // nr, column_block)
 
@@ -292,15 +288,16 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
         pair_type, word = lt.vector(_BF16, 32), lt.vector(lt.I16, 32)
         b_row = bld.add(bld.mul(bld.add(bld.mul(kp, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, 2)),
                         ir.Constant(lt.I32, batch * k_dim * n))
-        b_vecs = [bld.bitcast(bld.load(_element_ptr(bld, b_, bld.add(b_row, ir.Constant(lt.I32, 32 * v))),
-                                       typ=word, align=2), pair_type) for v in range(nr // lanes)]
+        b_words = [bld.load(kernel.chunks.element_pointer(b_, bld.add(b_row, ir.Constant(lt.I32, 32 * v))),
+                            typ=word, align=2) for v in range(nr // lanes)]
+        b_vecs = [bld.bitcast(w, pair_type) for w in b_words]
         dot = lt.intrinsic(kernel.llmod, "x86.avx512bf16.dpbf16ps.512", [], lt.vector(lt.F32, 16),
                            [lt.vector(lt.F32, 16), pair_type, pair_type])
         new = []
         for row, row_acc in zip(rows, acc):
-            a_off = bld.add(bld.add(bld.mul(row, ir.Constant(lt.I32, k_dim)), bld.mul(kp, ir.Constant(lt.I32, 2))),
-                            ir.Constant(lt.I32, batch * m * k_dim))
-            a_pair = bld.load(_element_ptr(bld, a, a_off), typ=lt.I32, align=2)
+            a_off = bld.add(bld.add(bld.mul(row, ir.Constant(lt.I32, k_dim)),
+                                    bld.mul(kp, ir.Constant(lt.I32, 2))), ir.Constant(lt.I32, batch * m * k_dim))
+            a_pair = bld.load(kernel.chunks.element_pointer(a, a_off), typ=lt.I32, align=2)
             a_vec = bld.bitcast(ctx.splat(a_pair), pair_type)
             new.append([bld.call(dot, [av, a_vec, bv]) for bv, av in zip(b_vecs, row_acc)])
         return new

@@ -53,11 +53,16 @@ def load_chunk(kernel: Any, op: Any, index: ir.Value | None, lanes: int) -> ir.V
     element = lt.memory_type(op.results[0].type)
     mask = operand(op.mask) if op.mask is not None else None
     passthru = operand(op.other) if op.other is not None else kernel.ctx(lanes).const(element, 0)
-    if index is not None and lanes > 1 and not kernel.bounds_check and kernel.uniform(op.ptr, lanes) \
-            and (op.mask is None or kernel.uniform(op.mask, lanes)):
+    if index is not None and lanes > 1 and not kernel.bounds_check and reads_one_address(kernel, op, lanes):
         return _uniform_load(kernel, op, operand(op.ptr), mask, passthru, lanes)
     return emit_load(kernel, op, operand(op.ptr), mask, passthru, lanes,
                      kernel.consecutive(op.ptr, lanes))
+
+
+def reads_one_address(kernel: Any, op: Any, lanes: int) -> bool:
+    """Whether every chunk of ``lanes`` of the load ``op`` reads one address under one mask:
+    one scalar load serves all its lanes (`_uniform_load`)."""
+    return kernel.uniform(op.ptr, lanes) and (op.mask is None or kernel.uniform(op.mask, lanes))
 
 
 def _uniform_load(kernel: Any, op: Any, addresses: ir.Value, mask: ir.Value | None,
