@@ -250,6 +250,20 @@ class RuntimeKnobs(KnobGroup):
     kernel_load_end_hook = CodeKnob(
         HookChain, "Called as hook(module, function, name, metadata, hash) after a binary loaded.")
 
+    def launch_hook_guards(self) -> list[tuple] | None:
+        """`launch_hooked` being False as native-entry guards (`naiad.runtime.native_entry`'s
+        (root, path, check, expected) form); None while a launch hook is set."""
+        guards: list[tuple] = []
+        for name in ("launch_enter_hook", "launch_exit_hook"):
+            hook, path = self._overrides.get(name), (("attr", "_overrides"), ("item", name))
+            if hook is None:
+                guards.append((self, path, "is", None))
+            elif type(hook) is HookChain and not hook.calls:
+                guards += [(self, path, "is", hook), (self, path + (("attr", "calls"),), "empty", None)]
+            else:
+                return None
+        return guards
+
     def launch_hooked(self) -> bool:
         """Whether a launch enter or exit hook is set (cheaper than reading both knobs: the
         warm launch path asks at every launch)."""
@@ -395,6 +409,27 @@ def _as_env_text(value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         return ";".join(map(str, value))
     return str(value)
+
+
+def raw_guards(*parts: tuple["KnobGroup", tuple[str, ...]]) -> list[tuple] | None:
+    """`raw_reader`'s token staying the same, as native-entry guards (`naiad.runtime.native_entry`'s
+    (root, path, check, expected) form): each knob's override as it is now, or none and the
+    environment string as it is now.  None where os.environ keeps no plain dict to look in."""
+    data = getattr(os.environ, "_data", None)
+    if type(data) is not dict:
+        return None
+    guards: list[tuple] = []
+    for group, names in parts:
+        for name in names:
+            path = (("attr", "_overrides"), ("item", name))
+            if name in group._overrides:
+                guards.append((group, path, "eq", group._overrides[name]))
+                continue
+            key = os.environ.encodekey(getattr(type(group), name).env)
+            raw = data.get(key)
+            guards += [(group, path, "missing", None),
+                       (data, (("item", key),), "missing" if raw is None else "eq", raw)]
+    return guards
 
 
 def raw_reader(*parts: tuple["KnobGroup", tuple[str, ...]]) -> Callable[[], tuple]:

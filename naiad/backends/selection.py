@@ -188,6 +188,16 @@ def state_reader(*more: tuple[knobs.KnobGroup, tuple[str, ...]]) -> Callable[[],
     return state_token
 
 
+def state_guards(*more: tuple[knobs.KnobGroup, tuple[str, ...]]) -> list[tuple] | None:
+    """`state_reader`'s token staying the same, as native-entry guards (`knobs.raw_guards`);
+    None where the knobs cannot be guarded."""
+    knob_guards = knobs.raw_guards((knobs.backends, ("default", "in_tree", "plugin_dirs")), *more)
+    if knob_guards is None:
+        return None
+    return [(globals(), (("item", "_choice"),), "is", _choice),
+            (registry, (("attr", "generation"),), "eq", registry.generation), *knob_guards]
+
+
 def _select(devices: tuple[str, ...]) -> Backend:
     if _choice is not None:
         return _reaches(_require(_choice, f"the backend chosen with naiad.set_backend({_choice!r})"),

@@ -22,6 +22,7 @@ from naiad.language.kernel_function import KernelFunction, resolve
 from naiad.runtime import launch_checks, numpy_scalars
 from naiad.runtime.arrays import array_type_string, data_pointer
 from naiad.runtime.kernel_interface import KernelInterface
+from naiad.runtime.native_variants import NativeEntries
 from naiad.runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit has them)
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -107,12 +108,18 @@ class JITFunction(KernelFunction, KernelInterface):
         #: the full path (`_run_slow`), which fills it.
         self._fast: dict[tuple, _Prepared] = {}
         self._entry: Callable[..., Any] | None = None
+        #: The launch entry without the redirect to the native one: what that one falls back to.
+        self._plain_entry: Callable[..., Any] | None = None
+        #: Warm launches as machine code (`naiad.runtime.native_variants`).
+        self._native = NativeEntries()
 
     def _unsafe_update_src(self, new_src: str) -> None:
         """Replace the source; drops compiled kernels."""
         super()._unsafe_update_src(new_src)
         self.cache.clear()
         self._fast.clear()
+        self._native = NativeEntries()
+        self._entry = self._plain_entry = None
 
     # -- binding and specialization ------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -181,7 +188,7 @@ class JITFunction(KernelFunction, KernelInterface):
         taking the bound arguments (a dict, meta-parameters included) and returning one."""
         if self.pre_run_hooks:
             return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
-        return functools.partial(self._entry or self._make_entry(), grid, False)
+        return functools.partial(self._native.entry or self._entry or self._make_entry(), grid, False)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without launching; returns the compiled kernel."""
@@ -203,8 +210,10 @@ class JITFunction(KernelFunction, KernelInterface):
         return self._run_slow(bound, options, grid, warmup, None)
 
     def _make_entry(self) -> Callable[..., Any]:
-        self._entry = _make_entry(self)
-        return self._entry
+        self._plain_entry = _make_entry(self, redirect=False)
+        self._entry = _make_entry(self, redirect=True)
+        self._native.start(self, self._plain_entry, _MISSING)
+        return self._native.entry or self._entry
 
     def _run_slow(self, bound: dict[str, Any], options: dict[str, Any], grid: Any, warmup: bool,
                   fast_key: tuple | None) -> Any:
@@ -214,6 +223,7 @@ class JITFunction(KernelFunction, KernelInterface):
         from naiad.backends import selection
         from naiad.compiler.compiler import ASTSource, compile
 
+        given = options
         options = dict(options)
         if self.debug is not None:
             options.setdefault("debug", self.debug)
@@ -242,7 +252,8 @@ class JITFunction(KernelFunction, KernelInterface):
         if fast_key is not None:
             if len(self._fast) >= _FAST_ENTRIES:
                 self._fast.clear()
-            self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot)
+            prepared = self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot)
+            self._native.offer(prepared, bound, given, _native_state_guards())
         return kernel
 
     def _check_options(self, options: dict[str, Any], backend: str, target: Any) -> None:
@@ -272,12 +283,15 @@ class _Prepared:
     the kernel depends on are the same objects."""
 
     __slots__ = ("kernel", "driver", "target", "key", "snapshot", "addresses", "direct",
-                 "max_grid", "max_programs")
+                 "max_grid", "max_programs", "variant", "unbuilt")
 
     def __init__(self, kernel: Any, driver: Any, target: Any, key: str, snapshot: tuple):
         self.kernel, self.driver, self.target, self.key, self.snapshot = \
             kernel, driver, target, key, snapshot
         self.max_grid, self.max_programs = driver.max_grid, driver.max_programs
+        #: Its native variant (`naiad.runtime.native_variants`), if it has one, and whether the
+        #: native entry's body lacks it (the Python entry then has it built in again).
+        self.variant, self.unbuilt = None, False
         launcher = kernel.launcher
         #: Whether the launcher takes numpy arrays' addresses (ints) in their place.
         self.addresses = bool(getattr(launcher, "accepts_addresses", False))
@@ -331,12 +345,15 @@ def _constexpr_token(value: Any) -> tuple:
     return (type(value), type(inner), inner)
 
 
-def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
+def _make_entry(fn: "JITFunction", redirect: bool) -> Callable[..., Any]:
     """``fn``'s launch entry, generated once from its parameters (as Triton's binder is):
     ``entry(grid, hooks_done, *args, **kwargs)`` launches a prepared kernel when the arguments
     map to one, else takes the full path (`JITFunction._run_slow`), which prepares it.
     ``hooks_done`` (from `run`) says the pre-run hooks ran; otherwise they run here, with the
-    arguments as bound.
+    arguments as bound.  With ``redirect``, a launch without hooks goes to the native entry once
+    there is one (`naiad.runtime.native_variants`; ``fn[grid]`` made before it was built still
+    holds this entry), an absent positional argument passed on as the `_MISSING` it stands for;
+    the native entry falls back to the entry made without ``redirect``.
 
     The parameters are positional-only, so that Python's own binding never fails: keywords
     arrive with the options and are moved to their parameters here; a missing, extra or
@@ -382,7 +399,12 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
     objects = ", ".join(names)
     arguments = "".join(f"{n}, " for n in names)          # a tuple's or a call's items, maybe none
     bound = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
-    lines = ["    _naiad_kw = _naiad_NO_KEYWORDS",
+    lines = []
+    if redirect:
+        lines += ["    if _naiad_hooks_done is False and _naiad_fn._native.entry is not None:",
+                  f"        return _naiad_fn._native.entry(_naiad_grid, False, {arguments}*_naiad_extra, "
+                  f"**_naiad_options)"]
+    lines += ["    _naiad_kw = _naiad_NO_KEYWORDS",
              "    if _naiad_options:                     # keywords: to their parameters",
              "        _naiad_kw = {}"]
     for n in names:
@@ -440,6 +462,8 @@ def _make_entry(fn: "JITFunction") -> Callable[..., Any]:
         "        key = prepared = None",
         "    if prepared is None or not prepared.valid(_naiad_fn):",
         f"        return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
+        "    if prepared.unbuilt:",
+        "        _naiad_fn._native.adopt(prepared)",
         "    if _naiad_callable(_naiad_grid):",
         f"        _naiad_grid = _naiad_grid3(_naiad_name, _naiad_grid(_naiad_dict({bound}, "
         f"**_naiad_options)), prepared.max_grid, prepared.max_programs, True)",
@@ -494,10 +518,22 @@ def _misfit(fn: "JITFunction", values: tuple, extra: tuple, keywords: Any,
 
 
 _state: Callable[[], tuple] | None = None
+#: The knobs a launch's key reads besides the backend selection's (`_load_state`).
+_STATE_KNOBS: tuple = ()
+
+
+def _native_state_guards() -> list[tuple] | None:
+    """Guards holding while the key's state token and the launch hooks stay as they are now;
+    None when they cannot be written as guards (launch hooks set, an unusual os.environ)."""
+    from naiad import knobs
+    from naiad.backends import selection
+
+    state, hooks = selection.state_guards(*_STATE_KNOBS), knobs.runtime.launch_hook_guards()
+    return None if state is None or hooks is None else state + hooks
 
 
 def _load_state() -> None:
-    global _state, _ndarray, _numpy_address
+    global _state, _ndarray, _numpy_address, _STATE_KNOBS
     from naiad import knobs
     from naiad.backends import selection
     from naiad.runtime.array_address import numpy_address as _numpy_address
@@ -509,8 +545,8 @@ def _load_state() -> None:
     else:
         _ARRAY_KINDS[_ndarray] = _numpy_token
 
-    _state = selection.state_reader((knobs.runtime, ("debug",)),
-                                    (knobs.language, ("default_fp_fusion",)))
+    _STATE_KNOBS = ((knobs.runtime, ("debug",)), (knobs.language, ("default_fp_fusion",)))
+    _state = selection.state_reader(*_STATE_KNOBS)
 
 
 _NO_TOKEN = object()

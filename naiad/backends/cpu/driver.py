@@ -26,6 +26,7 @@ from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
 from naiad.runtime.array_address import numpy_address
+from naiad.runtime.native_code import double
 from naiad.runtime.arrays import data_pointer
 from naiad.runtime.torch_modes import mode_switches, outside_modes
 from naiad.runtime.slots import runtime_slots
@@ -159,6 +160,15 @@ class CPULauncher:
             "_threads": self.threads, "_general": self, "_function": function,
             "_reports": runtime.pending_reports(), "_raise_reports": runtime.raise_reports,
             "_name": self.name, "_metadata": self.metadata})
+
+    def native_launch(self, module: Any, function: Any) -> "CPUNativeLaunch | None":
+        """The warm launch as native code (`naiad.runtime.native_entry.NativeLaunch`): what
+        `direct` does, for a launch that stays on the calling thread; None where `direct`
+        does not apply."""
+        launch = getattr(module, "launch", None)
+        if self._packed_parts() is None or self.bounds_check or launch is None:
+            return None
+        return CPUNativeLaunch(self, launch)
 
     def _build_run(self) -> Callable[..., None] | None:
         """Triton's launcher convention, generated for the signature: Inductor calls it for
@@ -295,6 +305,105 @@ class CPULauncher:
         self.work.observe(bounds[1] - bounds[0], time.perf_counter() - start)
         for future in futures:
             future.result()
+
+
+class CPUNativeLaunch:
+    """`CPULauncher.native_launch`: the programs run on the calling thread through one
+    ``naiad_launch`` call (header: grid, first program 0, program count; then the slots), the
+    GIL released meanwhile.  On several threads, a launch of several programs runs here only
+    when the kernel's `WorkEstimate` says it is too small to split (`OPENMP_WORK_S`), timed to
+    keep the estimate current, as `CPULauncher._build_run` does; otherwise the Python path
+    splits it.  A report the kernel left (a failed assertion, a print) is raised or shown by
+    `error`."""
+
+    def __init__(self, launcher: CPULauncher, launch: Any):
+        self.launcher = launcher
+        self.address = ctypes.cast(launch, ctypes.c_void_p).value
+        self.slots = [(path[0], ty) for path, ty in zip(launcher.runtime, launcher.types)]
+
+    def emit(self, f: Any, slots: str, gx: str, gy: str, gz: str, not_here: str) -> str:
+        total = f.value(f"mul i64 {f.value(f'mul i64 {gx}, {gy}')}, {gz}")
+        timed = f.value("alloca i1")
+        f(f"store i1 false, ptr {timed}")
+        run = f.fresh("run")
+        if self.launcher.threads > 1:
+            check = f.fresh("small")
+            f.branch(f.value(f"icmp sgt i64 {total}, 1"), check, run)
+            f.place(check)
+            estimate = f.capi("PyObject_GetAttr", f.object(self.launcher.work), f.object("program_s"))
+            f.checked(estimate, not_here)
+            known = f.value(f"icmp ne ptr {estimate}, {f.object(None)}")
+            seconds = f.capi("PyFloat_AsDouble", estimate)
+            f.decref(estimate)
+            f.unless(known, not_here)
+            work = f.value(f"fmul double {seconds}, {f.value(f'sitofp i64 {total} to double')}")
+            f.unless(f.value(f"fcmp olt double {work}, {double(OPENMP_WORK_S)}"), not_here)
+            f(f"store i1 true, ptr {timed}")
+            f.jump(run)
+        else:
+            f.jump(run)
+        f.place(run)
+        header = f.value(f"alloca [{3 + len(self.slots)} x i64]")
+        for offset, value in enumerate((gx, gy, gz, "0", total)):
+            word = f.value(f"getelementptr i32, ptr {header}, i64 {offset}")
+            f(f"store i32 {f.value(f'trunc i64 {value} to i32') if value != '0' else 0}, ptr {word}")
+        for k in range(len(self.slots)):
+            source = f.value(f"getelementptr i64, ptr {slots}, i64 {k}")
+            target = f.value(f"getelementptr i64, ptr {header}, i64 {3 + k}")
+            f(f"store i64 {f.load('i64', source)}, ptr {target}")
+        start = self._clock(f, timed)
+        state = f.capi("PyEval_SaveThread")
+        f(f"call void inttoptr (i64 {self.address} to ptr)(ptr {header})")
+        f.capi("PyEval_RestoreThread", state)
+        self._observe(f, timed, total, start)
+        reported = f.value(f"icmp sgt i64 {f.capi('PyObject_Size', f.object(runtime.pending_reports()))}, 0")
+        return f.value(f"select i1 {reported}, i64 1, i64 0")
+
+    def _clock(self, f: Any, timed: str) -> str:
+        """``time.perf_counter()`` as a double register when ``timed`` (else 0)."""
+        read, done = f.fresh("clock"), f.fresh("clocked")
+        seconds = f.value("alloca double")
+        f(f"store double 0.0, ptr {seconds}")
+        f.branch(f.load("i1", timed), read, done)
+        f.place(read)
+        now = f.capi("PyObject_Vectorcall", f.object(time.perf_counter), "null", "0", "null")
+        f.checked(now, done)
+        f(f"store double {f.capi('PyFloat_AsDouble', now)}, ptr {seconds}")
+        f.decref(now)
+        f.jump(done)
+        f.place(done)
+        return f.load("double", seconds)
+
+    def _observe(self, f: Any, timed: str, total: str, start: str) -> None:
+        """``work.observe(total, elapsed)`` when ``timed``; its failure is dropped (the launch
+        has run)."""
+        done = f.fresh("observed")
+        stop = self._clock(f, timed)
+        go = f.fresh("observe")
+        f.branch(f.load("i1", timed), go, done)
+        f.place(go)
+        args = f.value("alloca [2 x ptr]")
+        count = f.capi("PyLong_FromLongLong", total)
+        elapsed = f.capi("PyFloat_FromDouble", f.value(f"fsub double {stop}, {start}"))
+        f(f"store ptr {count}, ptr {args}")
+        f(f"store ptr {elapsed}, ptr {f.value(f'getelementptr ptr, ptr {args}, i64 1')}")
+        valid = f.value(f"and i1 {f.value(f'icmp ne ptr {count}, null')}, {f.value(f'icmp ne ptr {elapsed}, null')}")
+        call, skip = f.fresh("call"), f.fresh("skip")
+        f.branch(valid, call, skip)
+        f.place(call)
+        result = f.capi("PyObject_Vectorcall", f.object(self.launcher.work.observe), args, "2", "null")
+        f.checked(result, skip)
+        f.decref(result)
+        f.jump(skip)
+        f.place(skip)
+        f.capi("Py_DecRef", count)           # NULL-safe
+        f.capi("Py_DecRef", elapsed)
+        f.capi("PyErr_Clear")
+        f.jump(done)
+        f.place(done)
+
+    def error(self, code: int, grid: tuple[int, int, int]) -> None:
+        runtime.raise_reports(self.launcher.name, self.launcher.metadata, [])
 
 
 def _pointer(value: Any) -> int:

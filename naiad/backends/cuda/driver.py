@@ -143,6 +143,10 @@ class CUDADriver(DriverBase):
         if torch is not None:
             torch.cuda.set_device(device)
 
+    def torch_running(self) -> Any:
+        """torch, once it runs CUDA (it then says which device and stream are current), else None."""
+        return _torch_running or _torch_cuda()
+
     def device_and_stream(self) -> tuple[int, int]:
         """The current device and stream for a warm launch, read straight from torch's C functions
         once torch runs CUDA."""

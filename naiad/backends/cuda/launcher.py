@@ -21,6 +21,7 @@ from naiad.backends.cuda.tensor_map_encoding import (ARITHMETIC, MAP_BYTES as _M
                                                      TensorMapEncoder, wrapped)
 from naiad.backends.driver import StaleLaunch, bf16_bits
 from naiad.errors import NaiadError
+from naiad.runtime.native_code import address_of
 from naiad.runtime.slots import path_expression, runtime_slots
 from naiad.runtime.torch_modes import outside_modes
 
@@ -76,6 +77,7 @@ class CUDALauncher:
         self.name = metadata["name"]
         self.block = 32 * int(metadata["num_warps"])
         self.shared = int(metadata.get("shared", 0))
+        self.signature = signature
         self.slots = kernel_slots(signature)
         maps = [TensorMap.from_json(m) for m in metadata.get("tensor_maps") or ()]
         #: The tensor maps the kernel takes after its arguments (`tensor_map_encoding`).
@@ -187,6 +189,66 @@ class CUDALauncher:
                 if code:
                     raise self.driver.launch_error(code, self.name, function, grid, block, shared)
         return run
+
+
+    def native_launch(self, module: Any, function: Any) -> "CUDANativeLaunch | None":
+        """The warm launch as native code (`naiad.runtime.native_entry.NativeLaunch`), made, as
+        `direct`'s, right after a checked launch on the current device; None for kernels that
+        take tensor maps (encoded per launch), over a stand-in libcuda, or before torch runs
+        CUDA (whose current device and stream it reads)."""
+        torch = self.driver.torch_running()
+        if self.maps is not None or torch is None or not isinstance(self._launch, ctypes._CFuncPtr) \
+                or any(len(path) != 1 for _, _, path in runtime_slots(self.signature)):
+            return None
+        return CUDANativeLaunch(self, torch, function, self.driver.get_current_device())
+
+
+class CUDANativeLaunch:
+    """`CUDALauncher.native_launch`: on the device it was made for (else the Python path, which
+    activates the context or names the stale argument), with that thread's context active,
+    on torch's current stream: one ``cuLaunchKernelEx`` with the GIL released."""
+
+    def __init__(self, launcher: CUDALauncher, torch: Any, function: Any, device: int):
+        self.launcher, self.function, self.device = launcher, function, device
+        self.get_device, self.get_stream = torch._C._cuda_getDevice, torch._C._cuda_getCurrentRawStream
+        self.slots = [(path[0], ty) for _, ty, path in runtime_slots(launcher.signature)]
+
+    def emit(self, f: Any, slots: str, gx: str, gy: str, gz: str, not_here: str) -> str:
+        launcher = self.launcher
+        overflow = f.value("alloca i32")
+        current = f.call_object(f.object(self.get_device), [], not_here)
+        device = f.capi("PyLong_AsLongLongAndOverflow", current, overflow)
+        f.decref(current)
+        f.unless(f.value(f"icmp eq i64 {device}, {self.device}"), not_here)
+        active = f.capi("PyObject_GetAttr", f.object(launcher.driver.thread), f.object(sys.intern("active")))
+        f.checked(active, not_here)
+        same = f.same(active, f.object(self.device))
+        f.decref(active)
+        f.unless(same, not_here)
+        stream_object = f.call_object(f.object(self.get_stream), [f.object(self.device)], not_here)
+        stream = f.capi("PyLong_AsUnsignedLongLong", stream_object)
+        f.decref(stream_object)
+        config = f.value(f"alloca [{LAUNCH_CONFIG.size // 8} x i64]")
+        for word in range(LAUNCH_CONFIG.size // 8):
+            f(f"store i64 0, ptr {f.value(f'getelementptr i64, ptr {config}, i64 {word}')}")
+        dims = [f.value(f"trunc i64 {d} to i32") for d in (gx, gy, gz)]
+        for offset, value in enumerate(dims + [str(launcher.block), "1", "1", str(launcher.shared)]):
+            f(f"store i32 {value}, ptr {f.value(f'getelementptr i32, ptr {config}, i64 {offset}')}")
+        f(f"store i64 {stream}, ptr {f.value(f'getelementptr i64, ptr {config}, i64 4')}")
+        table = f.value(f"alloca [{max(1, len(self.slots))} x ptr]")
+        for k in range(len(self.slots)):
+            slot = f.value(f"getelementptr i64, ptr {slots}, i64 {k}")
+            f(f"store ptr {slot}, ptr {f.value(f'getelementptr ptr, ptr {table}, i64 {k}')}")
+        state = f.capi("PyEval_SaveThread")
+        code = f.value(f"call i32 inttoptr (i64 {address_of(launcher._launch)} to ptr)(ptr {config}, "
+                       f"ptr inttoptr (i64 {int(self.function)} to ptr), ptr {table}, ptr null)")
+        f.capi("PyEval_RestoreThread", state)
+        return f.value(f"zext i32 {code} to i64")
+
+    def error(self, code: int, grid: tuple[int, int, int]) -> None:
+        launcher = self.launcher
+        raise launcher.driver.launch_error(code, launcher.name, self.function, grid, launcher.block,
+                                           launcher.shared)
 
 
 def _map_expression(j: int, tmap: TensorMap, values: list[str]) -> str:

@@ -1,0 +1,166 @@
+"""From a JIT function's prepared warm launches to its native launch entry
+(`naiad.runtime.native_entry`): what each prepared launch requires (a `Variant`), the guards on
+everything the Python path reads besides the arguments, and when the builtin is (re)built.
+
+A variant is made where the full launch path prepares a warm launch (`JITFunction._run_slow`),
+from the very arguments, options and kernel it launched; the builtin is rebuilt with the last
+`MAX_VARIANTS` of them.  A build costs milliseconds of LLVM, so it happens only in processes
+that have loaded LLVM already (every CPU launch has; a GPU process that compiled has), and at
+most `MAX_BUILDS` times per function: a kernel launched in ever new ways keeps the Python path,
+which handles every launch anyway.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any, Callable
+
+from naiad.language.kernel_function import KernelFunction, resolve
+from naiad.runtime import native_code
+from naiad.runtime.native_entry import Guard, Variant, build, dispatcher, expectation
+
+MAX_VARIANTS = 12
+MAX_BUILDS = 64
+
+
+class NativeEntries:
+    """One JIT function's variants and builtin (``entry``, None until the first body is
+    built): a `dispatcher` to the newest body, so that a launch entry taken once (``fn[grid]``)
+    sees the variants added later.  Every body built is kept: a thread may still run in one.
+
+    A body holds the last `MAX_VARIANTS` prepared launches; one dropped from it is marked
+    ``unbuilt``, and the Python entry adopts it again at its next launch (`adopt`)."""
+
+    def __init__(self) -> None:
+        self.variants: list[Variant] = []
+        self.builds = 0
+        self.entry: Callable[..., Any] | None = None
+        #: Why the last build failed (a bug of the builder: the Python path goes on).
+        self.error: str | None = None
+        self._prepared: list[Any] = []
+        self._fn: Any = None
+        self._fallback: Callable[..., Any] | None = None
+        self._missing: Any = None
+        self._bodies: list[Any] = []
+        self._cell = ctypes.c_void_p(0)
+
+    def start(self, fn: Any, fallback: Callable[..., Any], missing: Any) -> None:
+        """Make the builtin now (no body yet: it calls ``fallback``), where building can
+        happen: the launch entries taken from then on are the builtin itself."""
+        self._fn, self._fallback, self._missing = fn, fallback, missing
+        if self.entry is None and self._open():
+            try:
+                self.entry = dispatcher(fn.__name__, self._cell, fallback)
+            except Exception as e:          # noqa: BLE001  (a builder bug must not fail launches)
+                self.error = f"{type(e).__name__}: {e}"
+
+    def offer(self, prepared: Any, bound: dict[str, Any], options: dict[str, Any],
+              state_guards: list[tuple] | None) -> None:
+        """Make the variant of the warm launch just prepared and build it in, when it can run
+        natively (after `start`)."""
+        if not self._open() or state_guards is None or self._fn is None:
+            return
+        prepared.variant = make_variant(self._fn, prepared, bound, options, state_guards)
+        if prepared.variant is not None:
+            self.adopt(prepared)
+
+    def adopt(self, prepared: Any) -> None:
+        """Build ``prepared``'s variant into a new body (the oldest one out when full)."""
+        prepared.unbuilt = False
+        if not self._open():
+            return
+        variant = prepared.variant
+        kept = [(v, p) for v, p in zip(self.variants, self._prepared)
+                if v.params != variant.params or v.options != variant.options]
+        for _, dropped in kept[:-(MAX_VARIANTS - 1)]:
+            dropped.unbuilt = True
+        kept = kept[-(MAX_VARIANTS - 1):] + [(variant, prepared)]
+        self.variants, self._prepared = [v for v, _ in kept], [p for _, p in kept]
+        self.builds += 1
+        fn = self._fn
+        defaults = {i: p.default for i, p in enumerate(fn.params) if p.has_default}
+        try:
+            body, address = build(fn.arg_names, defaults, self._missing, self.variants, self._fallback)
+            self._bodies.append(body)
+            self._cell.value = address
+            if self.entry is None:
+                self.entry = dispatcher(fn.__name__, self._cell, self._fallback)
+        except Exception as e:          # noqa: BLE001  (a builder bug must not fail launches)
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _open(self) -> bool:
+        """Whether building goes on: no failure yet, builds left, LLVM loaded already."""
+        return self.error is None and self.builds < MAX_BUILDS and \
+            "llvmlite.binding" in sys.modules and native_code.available()
+
+
+def make_variant(fn: Any, prepared: Any, bound: dict[str, Any], options: dict[str, Any],
+                 state_guards: list[tuple]) -> Variant | None:
+    """What the builtin requires to repeat ``prepared``'s launch; None when some part of it
+    is beyond the builtin (the Python path keeps launching it)."""
+    native_launch = getattr(prepared.kernel.launcher, "native_launch", None)
+    launch = native_launch(prepared.kernel.module, prepared.kernel.function) if native_launch else None
+    if launch is None or prepared.direct is None:
+        return None
+    slot_types = dict(launch.slots)
+    params = []
+    for i, p in enumerate(fn.params):
+        expect = expectation(p, bound[p.name], slot_types.get(i))
+        if expect is None:
+            return None
+        params.append(expect)
+    guards = function_guards(fn, prepared.snapshot)
+    if guards is None:
+        return None
+    guards += [(fn, (("attr", "cache"), ("item", prepared.key)), "is", prepared.kernel),
+               (fn, (("attr", "pre_run_hooks"),), "empty", None), *state_guards]
+    before = []
+    if any(e[0] == "tensor" for e in params):          # read a tensor only with the modes off
+        from naiad.runtime.torch_modes import mode_switches
+
+        before.append(Guard(mode_switches()[0], (("call",),), "is", False))
+    return Variant(tuple(before), tuple(params), tuple(options.items()), tuple(Guard(*g) for g in guards),
+                   tuple(prepared.max_grid), prepared.max_programs, launch, prepared.kernel)
+
+
+def function_guards(fn: Any, snapshot: tuple, seen: frozenset = frozenset()) -> list[tuple] | None:
+    """Guards that hold while `naiad.runtime.jit`'s dependency snapshot of ``fn`` does: its
+    source, debug, noinline and version objects, each global name or module attribute chain
+    its source reads, and the same of every ``@jit`` function among them (recursively)."""
+    src, debug, noinline, version, values, nested = snapshot
+    guards: list[tuple] = [(fn, (("attr", name),), "is", value) for name, value in
+                           (("src", src), ("debug", debug), ("noinline", noinline), ("version", version))]
+    for chain in fn.referenced_globals():
+        chain_guards = _chain_guards(fn, chain)
+        if chain_guards is None:
+            return None
+        guards += chain_guards
+    jits = [v for v in values + tuple(p.default for p in fn.params if p.has_default)
+            if isinstance(v, KernelFunction) and v is not fn]
+    for inner, inner_snapshot in zip(jits, nested):
+        if id(inner) in seen:
+            continue
+        more = function_guards(inner, inner_snapshot, seen | {id(fn)})
+        if more is None:
+            return None
+        guards += more
+    return guards
+
+
+def _chain_guards(fn: Any, chain: tuple[str, ...]) -> list[tuple] | None:
+    """Guards that hold while `resolve` ``(fn, chain)`` gives the same object: the global's
+    value, then each module attribute the chain goes through."""
+    value = fn.__globals__.get(chain[0])
+    guards = [(fn.__globals__, (("item", chain[0]),), "is", value)]
+    for name in chain[1:]:
+        if value is None or type(value).__name__ != "module":
+            break
+        if not hasattr(value, name):
+            return None
+        following = getattr(value, name)
+        guards.append((value, (("attr", name),), "is", following))
+        value = following
+    if resolve(fn, chain) is not value:            # pragma: no cover  (resolve's rule changed)
+        return None
+    return guards
