@@ -237,6 +237,10 @@ class RuntimeKnobs(KnobGroup):
         "NAIAD_DEBUG", False,
         "1: compile every kernel in debug mode (device_assert active, loads and stores "
         "bounds-checked on the CPU), as if launched with debug=True.")
+    native_launch = env_bool(
+        "NAIAD_NATIVE_LAUNCH", True,
+        "0: launch warm kernels through the Python launch entry only, not the native one "
+        "compiled per kernel (naiad.runtime.native_entry); results are the same, launches slower.")
     add_stages_inspection_hook = CodeKnob(
         lambda: None,
         "Triton's convention: hook() -> (key, hash) names the change for the cache key; "

@@ -86,6 +86,7 @@ def test_warm_launches_run_natively_and_match_numpy(native_only, dtype, n):
     alpha = 3 if dtype == np.int32 else 0.5
     launch = axpy[(naiad.cdiv(n, 64),)]
     launch(x, y, out, alpha, n, BLOCK=64)
+    launch(x, y, out, alpha, n, BLOCK=64)        # the first repetition compiles the variant
     assert axpy._native.entry is not None and axpy._native.error is None
     native_only()
     for _ in range(3):
@@ -103,7 +104,7 @@ def test_keywords_defaults_options_and_grid_callables_stay_native(native_only):
              lambda: axpy[grid](x, y, out, n=n, alpha=2.0, BLOCK=128, SQUARE=True, num_warps=2),
              lambda: axpy[grid](x, y, out, 2.0, n, 128, True, num_warps=2),
              lambda: axpy[(3,)](x, y, out, 2.0, n, BLOCK=128)]
-    for call in calls:
+    for call in calls + calls:
         call()
     native_only()
     expected = {True: _axpy_reference(x, y, 2.0, n, square=True), False: _axpy_reference(x, y, 2.0, n)}
@@ -116,7 +117,7 @@ def test_keywords_defaults_options_and_grid_callables_stay_native(native_only):
 def test_every_scalar_kind(native_only):
     out = np.zeros(1, np.float32)
     values = [(5, 2**40, 0.25, False), (-7, -(2**40), 1.5, True), (32, 2**33, -2.0, False)]
-    for i, big, f, flag in values:                        # prepare each specialization
+    for i, big, f, flag in values + values:               # prepare, then compile each
         scalars[(1,)](out, i, big, f, flag, tl.float64)
     native_only()
     for i, big, f, flag in values:
@@ -184,6 +185,7 @@ def test_a_failed_assertion_is_reported_from_the_native_path(native_only):
     good, bad = np.arange(16, dtype=np.int32)[::-1].copy(), np.arange(16, dtype=np.int32)
     bad[5] = 99
     checked_gather[(1,)](x, good, out, 16, BLOCK=16, debug=True)
+    checked_gather[(1,)](x, good, out, 16, BLOCK=16, debug=True)
     native_only()
     checked_gather[(1,)](x, good, out, 16, BLOCK=16, debug=True)
     np.testing.assert_array_equal(out, x[::-1])
@@ -248,6 +250,7 @@ def test_a_launch_entry_held_since_before_the_first_launch_goes_native(native_on
     out = np.zeros_like(x)
     launch = axpy[(1,)]                      # the Python entry: no builtin yet
     launch(x, x, out, 1.0, 64, BLOCK=64)
+    launch(x, x, out, 1.0, 64, BLOCK=64)
     native_only()
     out[:] = 0
     launch(x, x, out, 1.0, 64, BLOCK=64)
@@ -297,6 +300,7 @@ def test_torch_tensors_run_natively(native_only):
     x = torch.linspace(-3, 3, 100)
     out = torch.zeros(100)
     axpy[(2,)](x, x, out, 0.5, 100, BLOCK=64)
+    axpy[(2,)](x, x, out, 0.5, 100, BLOCK=64)
     native_only()
     out.zero_()
     axpy[(2,)](x, x, out, 0.5, 100, BLOCK=64)
@@ -325,18 +329,19 @@ class _Launch:
 
 
 def _entry(params, variants_params, guards=(), defaults=None, options=()):
-    from naiad.runtime.native_entry import Guard, Variant, build, dispatcher
+    from naiad.runtime.native_entry import Guard, Variant, VariantTable, dispatcher, variant_function
 
     calls = []
     launch = _Launch([(0, "i64")] if any(e[0] == "int" for e in variants_params[0]) else [])
     kernel = object()
     variants = [Variant((), tuple(p), tuple(options), tuple(Guard(*g) for g in guards),
                         (2**31 - 1, 65535, 65535), None, launch, kernel) for p in variants_params]
-    body, address = build(params, defaults or {}, _MISSING_MARK, variants,
-                          lambda *args, **kwargs: calls.append((args, kwargs)) or "fell back")
-    cell = ctypes.c_void_p(address)
-    entry = dispatcher("k", cell, lambda *args, **kwargs: "empty")
-    return entry, (body, cell), calls, launch, kernel
+    compiled = [variant_function(params, v) for v in variants]
+    table = VariantTable(4)
+    table.set([address for _, address in compiled])
+    entry = dispatcher("k", params, defaults or {}, _MISSING_MARK, table,
+                       lambda *args, **kwargs: calls.append((args, kwargs)) or "fell back")
+    return entry, (compiled, table), calls, launch, kernel
 
 
 _MISSING_MARK = object()
@@ -385,3 +390,18 @@ def test_a_launch_error_is_raised_through_the_launchs_error():
     with pytest.raises(RuntimeError, match="launch failed with 710 on \\(3, 2, 1\\)"):
         entry((3, 2), False, 7)
     assert launch.errors == [(710, (3, 2, 1))] and calls == []
+
+
+def test_the_knob_turns_native_launches_off(monkeypatch):
+    monkeypatch.setenv("NAIAD_NATIVE_LAUNCH", "0")
+    kernel = JITFunction(axpy.fn)
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(x)
+    for _ in range(3):
+        kernel[(1,)](x, x, out, 2.0, 64, BLOCK=64)
+    assert kernel._native.entry is None and kernel._native.variants == []
+    np.testing.assert_array_equal(out, 3 * x)
+    monkeypatch.delenv("NAIAD_NATIVE_LAUNCH")
+    kernel[(1,)](x, x, out, 2.0, 64, BLOCK=64)
+    kernel[(1,)](x, x, out, 2.0, 64, BLOCK=64)
+    assert kernel._native.entry is not None and len(kernel._native.variants) == 1

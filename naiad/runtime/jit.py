@@ -545,7 +545,7 @@ def _load_state() -> None:
     else:
         _ARRAY_KINDS[_ndarray] = _numpy_token
 
-    _STATE_KNOBS = ((knobs.runtime, ("debug",)), (knobs.language, ("default_fp_fusion",)))
+    _STATE_KNOBS = ((knobs.runtime, ("debug", "native_launch")), (knobs.language, ("default_fp_fusion",)))
     _state = selection.state_reader(*_STATE_KNOBS)
 
 

@@ -212,7 +212,7 @@ class NativeModule:
         module = llvm.parse_assembly(source)
         module.verify()
         machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-            opt=2, codemodel="jitdefault")
+            opt=0, codemodel="jitdefault")
         self.engine = llvm.create_mcjit_compiler(module, machine)
         self.engine.finalize_object()
 

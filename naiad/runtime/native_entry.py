@@ -142,62 +142,103 @@ class _NdarrayLayout:
 _NDARRAY = _NdarrayLayout()
 
 
-def dispatcher(name: str, cell: Any, fallback: Callable[..., Any]) -> Callable[..., Any]:
-    """The builtin ``entry(grid, hooks_done, *args, **kwargs)`` of a JIT function: it calls the
-    body whose address is in ``cell`` (a ctypes pointer), so that ``fn[grid]`` made once keeps
-    reaching the newest body (`build`); ``fallback`` while the cell is empty."""
+#: Options (keywords that are not parameters) a native launch takes at most.
+MAX_OPTIONS = 16
+
+
+class VariantTable:
+    """The variant functions a `dispatcher` tries, in order: ``addresses`` (up to ``size``)
+    and ``count``, in memory the dispatcher reads at each call.  Rewritten in place when a
+    variant is added or dropped; a function dropped must stay loaded (a thread may be in it)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.addresses = (ctypes.c_void_p * size)()
+        self.count = ctypes.c_int64(0)
+
+    def set(self, addresses: Sequence[int]) -> None:
+        for i, address in enumerate(addresses):
+            self.addresses[i] = address
+        self.count.value = len(addresses)
+
+
+#: What a variant function returns besides a result: "not this variant, try the next", and
+#: "stop: the Python path takes this launch" (two objects of Naiad's own, by address).
+_MISS, _STOP = object(), object()
+
+
+def dispatcher(name: str, params: Sequence[str], defaults: dict[int, Any], missing: Any,
+               table: VariantTable, fallback: Callable[..., Any]) -> Callable[..., Any]:
+    """The builtin ``entry(grid, hooks_done, *args, **kwargs)`` of a JIT function: it binds the
+    arguments to ``params`` (``missing`` standing for an absent positional one; ``defaults``:
+    parameter index -> default value), tries the `variant_function` s in ``table`` and returns
+    the first one's result; without one (or one that says stop, or arguments it cannot bind) it
+    calls ``fallback`` with the same arguments.  Made once: ``fn[grid]`` taken once keeps
+    reaching the variants added later."""
     module = NativeModule()
-    module.constant(cell)
+    module.constant(table)
     f = module.function("define ptr @naiad_dispatch(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames)")
-    body = f.load("ptr", f"inttoptr (i64 {ctypes.addressof(cell)} to ptr)")
-    f.unless(f.value(f"icmp ne ptr {body}, null"), "empty")
-    result = f.value(f"tail call ptr {body}(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames)")
+    writer = _Writer(f, params)
+    f("%nargs = and i64 %nargsf, 9223372036854775807")
+    writer.bound = f.value(f"alloca [{max(1, len(params))} x ptr]")
+    writer.option_names = f.value(f"alloca [{MAX_OPTIONS} x ptr]")
+    writer.option_values = f.value(f"alloca [{MAX_OPTIONS} x ptr]")
+    writer.option_count = f.value("alloca i64")
+    f(f"store i64 0, ptr {writer.option_count}")
+    writer.bind(defaults, missing)
+    counter = f.value("alloca i64")
+    f(f"store i64 0, ptr {counter}")
+    f.jump("try")
+    f.place("try")
+    i = f.load("i64", counter)
+    f.unless(f.value(f"icmp slt i64 {i}, {f.load('i64', f'inttoptr (i64 {ctypes.addressof(table.count)} to ptr)')}"),
+             "fallback")
+    function = f.load("ptr", writer.element(f"inttoptr (i64 {ctypes.addressof(table.addresses)} to ptr)", i))
+    result = f.value(f"call ptr {function}(ptr {writer.bound}, ptr {writer.option_names}, "
+                     f"ptr {writer.option_values}, i64 {f.load('i64', writer.option_count)}, ptr {writer.grid})")
+    f(f"store i64 {f.value(f'add i64 {i}, 1')}, ptr {counter}")
+    f.branch(f.same(result, f.object(_MISS)), "try", "tried")
+    f.place("tried")
+    f.unless(f.value(f"icmp ne ptr {result}, {f.object(_STOP)}"), "fallback")
     f(f"ret ptr {result}")
-    f.place("empty")
-    nargs = f.value("and i64 %nargsf, 9223372036854775807")
-    f(f"ret ptr {f.capi('PyObject_Vectorcall', f.object(fallback), '%args', nargs, '%kwnames')}")
+    f.place("fallback")
+    f(f"ret ptr {f.capi('PyObject_Vectorcall', f.object(fallback), '%args', '%nargs', '%kwnames')}")
     module.compile()
     return module.builtin("naiad_dispatch", name)
 
 
-def build(params: Sequence[Any], defaults: dict[int, Any], missing: Any,
-          variants: Sequence[Variant], fallback: Callable[..., Any]) -> tuple[NativeModule, int]:
-    """A body for `dispatcher`, and its address: it launches one of ``variants`` when the
-    arguments (the launch entry's, ``missing`` standing for an absent positional one) match it,
-    and otherwise calls ``fallback`` with the same arguments.  ``params`` are the kernel's
-    parameter names; ``defaults`` maps a parameter index to its default value.  The module
-    must be kept while the body may run."""
+def variant_function(params: Sequence[str], variant: Variant) -> tuple[NativeModule, int]:
+    """The function a `dispatcher` calls for ``variant`` (``result(bound, option names,
+    option values, option count, grid)``), and its address: the kernel after launching it,
+    NULL with the launch's error set, or its own markers for "another variant" and "the
+    Python path".  The module must be kept while the function may run."""
     module = NativeModule()
-    f = module.function("define ptr @naiad_entry(ptr %self, ptr %args, i64 %nargsf, ptr %kwnames)")
-    entry = _Entry(f, params, max(len(v.options) for v in variants),
-                   max(len(v.launch.slots) for v in variants))
-    entry.bind(defaults, missing)
-    for variant in variants:
-        entry.variant(variant)
-    f.jump("fallback")
+    f = module.function("define ptr @naiad_variant(ptr %bound, ptr %names, ptr %values, i64 %count, "
+                        "ptr %grid)")
+    writer = _Writer(f, params)
+    writer.bound, writer.option_names, writer.option_values, writer.grid = \
+        "%bound", "%names", "%values", "%grid"
+    writer.option_count = f.value("alloca i64")
+    f(f"store i64 %count, ptr {writer.option_count}")
+    writer.slots = f.value(f"alloca [{max(1, len(variant.launch.slots))} x i64]")
+    writer.overflow = f.value("alloca i32")
+    writer.grid_object = f.value("alloca ptr")
+    writer.dims = f.value("alloca [3 x i64]")
+    writer.variant(variant)
+    f(f"ret ptr {f.object(_MISS)}")
     f.place("fallback")
-    result = f.capi("PyObject_Vectorcall", f.object(fallback), "%args", "%nargs", "%kwnames")
-    f(f"ret ptr {result}")
+    f(f"ret ptr {f.object(_STOP)}")
     module.compile()
-    return module, module.engine.get_function_address("naiad_entry")
+    return module, module.engine.get_function_address("naiad_variant")
 
 
-class _Entry:
-    """Writes the builtin's body (`build`): binding, then one block per variant."""
+class _Writer:
+    """Writes a `dispatcher`'s binding and a `variant_function`'s checks and launch; the
+    registers and stack slots they share are set by the function being written."""
 
-    def __init__(self, f: IRFunction, params: Sequence[str], options: int, slots: int):
+    def __init__(self, f: IRFunction, params: Sequence[str]):
         self.f, self.params = f, [sys.intern(p) for p in params]
-        self.options = options
-        f("%nargs = and i64 %nargsf, 9223372036854775807")
-        self.bound = f.value(f"alloca [{max(1, len(params))} x ptr]")
-        self.option_names = f.value(f"alloca [{max(1, options)} x ptr]")
-        self.option_values = f.value(f"alloca [{max(1, options)} x ptr]")
-        self.option_count = f.value("alloca i64")
-        self.slots = f.value(f"alloca [{max(1, slots)} x i64]")
         self.overflow = f.value("alloca i32")
-        self.grid_object = f.value("alloca ptr")
-        self.dims = f.value("alloca [3 x i64]")
-        f(f"store i64 0, ptr {self.option_count}")
 
     def element(self, base: str, index: str | int, ty: str = "ptr") -> str:
         return self.f.value(f"getelementptr {ty}, ptr {base}, i64 {index}")
@@ -263,7 +304,7 @@ class _Entry:
             f.branch(equal, targets[i], other)
             f.place(other)
         index = f.load("i64", self.option_count)
-        f.unless(f.value(f"icmp slt i64 {index}, {self.options}"), "fallback")
+        f.unless(f.value(f"icmp slt i64 {index}, {MAX_OPTIONS}"), "fallback")
         f(f"store ptr {name}, ptr {self.element(self.option_names, index)}")
         f(f"store ptr {value}, ptr {self.element(self.option_values, index)}")
         f(f"store i64 {f.value(f'add i64 {index}, 1')}, ptr {self.option_count}")
@@ -327,6 +368,7 @@ class _Entry:
         f.place(not_here)
         f.jump("fallback")
         f.place(miss)
+        f(f"ret ptr {f.object(_MISS)}")
 
     def _vector(self, items: list[str]) -> str:
         vector = self.f.value(f"alloca [{len(items)} x ptr]")
@@ -588,8 +630,8 @@ class _Entry:
 
 
 _CHECKS: dict[str, Callable[..., None]] = {
-    "value": _Entry.check_value, "tensor": _Entry.check_tensor, "ndarray": _Entry.check_ndarray,
-    "one": _Entry.check_one, "int": _Entry.check_int, "float": _Entry.check_float,
-    "bool": _Entry.check_bool,
+    "value": _Writer.check_value, "tensor": _Writer.check_tensor, "ndarray": _Writer.check_ndarray,
+    "one": _Writer.check_one, "int": _Writer.check_int, "float": _Writer.check_float,
+    "bool": _Writer.check_bool,
 }
 

@@ -3,34 +3,36 @@
 everything the Python path reads besides the arguments, and when the builtin is (re)built.
 
 A variant is made where the full launch path prepares a warm launch (`JITFunction._run_slow`),
-from the very arguments, options and kernel it launched; the builtin is rebuilt with the last
-`MAX_VARIANTS` of them.  A build costs milliseconds of LLVM, so it happens only in processes
-that have loaded LLVM already (every CPU launch has; a GPU process that compiled has), and at
-most `MAX_BUILDS` times per function: a kernel launched in ever new ways keeps the Python path,
-which handles every launch anyway.
+from the very arguments, options and kernel it launched, and compiled on its own (a few
+milliseconds of LLVM) when that launch is repeated: a kernel launched once pays nothing.  It
+happens only in processes that have loaded LLVM already (every CPU launch has; a GPU process
+that compiled has), and at most `MAX_BUILDS` times per function: a kernel launched in ever new
+ways keeps the Python path, which handles every launch anyway.
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from typing import Any, Callable
 
 from naiad.language.kernel_function import KernelFunction, resolve
 from naiad.runtime import native_code
-from naiad.runtime.native_entry import Guard, Variant, build, dispatcher, expectation
+from naiad.runtime.native_entry import (Guard, Variant, VariantTable, dispatcher, expectation,
+                                        variant_function)
 
 MAX_VARIANTS = 12
 MAX_BUILDS = 64
 
 
 class NativeEntries:
-    """One JIT function's variants and builtin (``entry``, None until the first body is
-    built): a `dispatcher` to the newest body, so that a launch entry taken once (``fn[grid]``)
-    sees the variants added later.  Every body built is kept: a thread may still run in one.
+    """One JIT function's variants and builtin (``entry``, None until made): a `dispatcher`
+    over a `VariantTable`, so that a launch entry taken once (``fn[grid]``) sees the variants
+    added later.  Each variant is compiled on its own (`variant_function`); every one compiled
+    stays loaded, as a thread may still run in it.
 
-    A body holds the last `MAX_VARIANTS` prepared launches; one dropped from it is marked
-    ``unbuilt``, and the Python entry adopts it again at its next launch (`adopt`)."""
+    A prepared launch with a variant is marked ``unbuilt`` until the Python entry, at its next
+    launch, has it compiled in (`adopt`).  The table holds the last `MAX_VARIANTS`; one dropped
+    from it is marked ``unbuilt`` again."""
 
     def __init__(self) -> None:
         self.variants: list[Variant] = []
@@ -38,60 +40,68 @@ class NativeEntries:
         self.entry: Callable[..., Any] | None = None
         #: Why the last build failed (a bug of the builder: the Python path goes on).
         self.error: str | None = None
-        self._prepared: list[Any] = []
+        self._table = VariantTable(MAX_VARIANTS)
+        self._kept: list[tuple[Variant, Any, int]] = []       # (variant, prepared, address)
+        self._modules: list[Any] = []
         self._fn: Any = None
         self._fallback: Callable[..., Any] | None = None
         self._missing: Any = None
-        self._bodies: list[Any] = []
-        self._cell = ctypes.c_void_p(0)
 
     def start(self, fn: Any, fallback: Callable[..., Any], missing: Any) -> None:
-        """Make the builtin now (no body yet: it calls ``fallback``), where building can
-        happen: the launch entries taken from then on are the builtin itself."""
+        """Remember the function and make the builtin now if building can happen (it calls
+        ``fallback`` until a variant is in): the launch entries taken from then on are the
+        builtin itself."""
         self._fn, self._fallback, self._missing = fn, fallback, missing
-        if self.entry is None and self._open():
-            try:
-                self.entry = dispatcher(fn.__name__, self._cell, fallback)
-            except Exception as e:          # noqa: BLE001  (a builder bug must not fail launches)
-                self.error = f"{type(e).__name__}: {e}"
+        self._dispatcher()
 
     def offer(self, prepared: Any, bound: dict[str, Any], options: dict[str, Any],
               state_guards: list[tuple] | None) -> None:
-        """Make the variant of the warm launch just prepared and build it in, when it can run
-        natively (after `start`)."""
+        """Make the variant of the warm launch just prepared, when it can run natively (after
+        `start`); it is compiled at the launch's first repetition (`adopt`): a kernel launched
+        once, or a cold start, pays nothing for it."""
         if not self._open() or state_guards is None or self._fn is None:
             return
         prepared.variant = make_variant(self._fn, prepared, bound, options, state_guards)
-        if prepared.variant is not None:
-            self.adopt(prepared)
+        prepared.unbuilt = prepared.variant is not None     # built at its first warm launch
 
     def adopt(self, prepared: Any) -> None:
-        """Build ``prepared``'s variant into a new body (the oldest one out when full)."""
+        """Compile ``prepared``'s variant and put it in the table (the oldest one out when
+        full)."""
         prepared.unbuilt = False
-        if not self._open():
+        if not self._open() or not self._dispatcher():
             return
         variant = prepared.variant
-        kept = [(v, p) for v, p in zip(self.variants, self._prepared)
-                if v.params != variant.params or v.options != variant.options]
-        for _, dropped in kept[:-(MAX_VARIANTS - 1)]:
-            dropped.unbuilt = True
-        kept = kept[-(MAX_VARIANTS - 1):] + [(variant, prepared)]
-        self.variants, self._prepared = [v for v, _ in kept], [p for _, p in kept]
         self.builds += 1
-        fn = self._fn
-        defaults = {i: p.default for i, p in enumerate(fn.params) if p.has_default}
         try:
-            body, address = build(fn.arg_names, defaults, self._missing, self.variants, self._fallback)
-            self._bodies.append(body)
-            self._cell.value = address
-            if self.entry is None:
-                self.entry = dispatcher(fn.__name__, self._cell, self._fallback)
+            module, address = variant_function(self._fn.arg_names, variant)
         except Exception as e:          # noqa: BLE001  (a builder bug must not fail launches)
             self.error = f"{type(e).__name__}: {e}"
+            return
+        self._modules.append(module)
+        kept = [k for k in self._kept if k[0].params != variant.params or k[0].options != variant.options]
+        for _, dropped, _ in kept[:-(MAX_VARIANTS - 1)]:
+            dropped.unbuilt = True
+        self._kept = kept[-(MAX_VARIANTS - 1):] + [(variant, prepared, address)]
+        self.variants = [v for v, _, _ in self._kept]
+        self._table.set([a for _, _, a in self._kept])
+
+    def _dispatcher(self) -> bool:
+        if self.entry is None and self._open():
+            fn = self._fn
+            defaults = {i: p.default for i, p in enumerate(fn.params) if p.has_default}
+            try:
+                self.entry = dispatcher(fn.__name__, fn.arg_names, defaults, self._missing,
+                                        self._table, self._fallback)
+            except Exception as e:      # noqa: BLE001  (a builder bug must not fail launches)
+                self.error = f"{type(e).__name__}: {e}"
+        return self.entry is not None
 
     def _open(self) -> bool:
-        """Whether building goes on: no failure yet, builds left, LLVM loaded already."""
-        return self.error is None and self.builds < MAX_BUILDS and \
+        """Whether building goes on: no failure yet, builds left, the knob on
+        (``NAIAD_NATIVE_LAUNCH``), LLVM loaded already."""
+        from naiad import knobs
+
+        return self.error is None and self.builds < MAX_BUILDS and knobs.runtime.native_launch and \
             "llvmlite.binding" in sys.modules and native_code.available()
 
 

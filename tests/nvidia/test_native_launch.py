@@ -69,13 +69,14 @@ def _forbid_python_path(monkeypatch):
 def test_the_native_launch_passes_grid_block_stream_and_arguments(native_fake, monkeypatch):
     with naiad.set_backend("cuda"):
         scaled_print[(3, 2)](7, 0.5, BLOCK=64, num_warps=2)
+        scaled_print[(3, 2)](7, 0.5, BLOCK=64, num_warps=2)
         assert scaled_print._native.entry is not None and scaled_print._native.error is None
         _forbid_python_path(monkeypatch)
         for n in (9, 11, 13):
             scaled_print[(3, 2)](n, 0.5, BLOCK=64, num_warps=2)
     launches = native_fake.launches
-    assert len(launches) == 4
-    for launch, n in zip(launches, (7, 9, 11, 13)):
+    assert len(launches) == 5
+    for launch, n in zip(launches, (7, 7, 9, 11, 13)):
         assert launch["grid"] == (3, 2, 1) and launch["block"] == (64, 1, 1)
         assert launch["stream"] == 0x77 and launch["values"] == [n, 0.5]
         assert launch["function"] == launches[0]["function"] and launch["extra"] is None
@@ -96,6 +97,7 @@ def test_another_current_device_takes_the_python_path(native_fake):
 
 def test_a_failed_native_launch_says_what_was_launched(native_fake, monkeypatch):
     with naiad.set_backend("cuda"):
+        scaled_print[(2,)](7, 0.5, BLOCK=64)
         scaled_print[(2,)](7, 0.5, BLOCK=64)
         _forbid_python_path(monkeypatch)
         native_fake.results["cuLaunchKernelEx"] = 701
