@@ -152,15 +152,25 @@ class IRFunction:
     def decref(self, obj: str) -> None:
         self.capi("Py_DecRef", obj)
 
-    def checked(self, register: str, fail: str) -> None:
-        """Go on when a call returned an object (non-NULL), else clear its error and go to
-        ``fail``."""
+    def checked(self, register: str, fail: str, release: Callable[[], None] = lambda: None) -> None:
+        """Go on when a call returned an object (non-NULL), else clear its error, write
+        ``release()``'s cleanup and go to ``fail``."""
         go, clear = self.fresh("ok"), self.fresh("err")
         self.branch(self.value(f"icmp ne ptr {register}, null"), go, clear)
         self.place(clear)
         self.capi("PyErr_Clear")
+        release()
         self.jump(fail)
         self.place(go)
+
+    def propagate(self, register: str) -> None:
+        """Go on when a call returned an object, else return NULL: its exception is the
+        caller's."""
+        raised, returned = self.fresh("raised"), self.fresh("returned")
+        self.branch(self.value(f"icmp eq ptr {register}, null"), raised, returned)
+        self.place(raised)
+        self("ret ptr null")
+        self.place(returned)
 
     def call_method(self, obj: str, name: str, fail: str) -> str:
         """``obj.name()`` (a new reference), or to ``fail`` (error cleared)."""

@@ -357,11 +357,7 @@ class _Writer:
         result = f.capi("PyObject_Vectorcall", report, self._vector(numbers), "4", "null")
         for number in numbers:
             f.decref(number)
-        raised, returned = f.fresh("raised"), f.fresh("returned")
-        f.branch(f.value(f"icmp eq ptr {result}, null"), raised, returned)
-        f.place(raised)
-        f("ret ptr null")
-        f.place(returned)
+        f.propagate(result)
         f.decref(result)
         f.capi("Py_IncRef", f.object(v.kernel))
         f(f"ret ptr {f.object(v.kernel)}")
@@ -519,13 +515,7 @@ class _Writer:
                 current = (f.capi("PyObject_GetAttr", current, f.object(sys.intern(step[1])))
                            if step[0] == "attr" else
                            f.capi("PyObject_Vectorcall", current, "null", "0", "null"))
-                go, bad = f.fresh("ok"), f.fresh("bad")
-                f.branch(f.value(f"icmp ne ptr {current}, null"), go, bad)
-                f.place(bad)
-                f.capi("PyErr_Clear")
-                self._release(owned)
-                f.jump(fail)
-                f.place(go)
+                f.checked(current, fail, lambda held=tuple(owned): self._release(held))
                 owned.append(current)
         if guard.check == "empty":
             ok = f.value(f"icmp eq i64 {f.capi('PyObject_Size', current)}, 0")
@@ -540,7 +530,7 @@ class _Writer:
         f.branch(ok, holds, fail)
         f.place(holds)
 
-    def _release(self, owned: list[str]) -> None:
+    def _release(self, owned: Sequence[str]) -> None:
         for obj in owned:
             self.f.decref(obj)
 
@@ -575,11 +565,7 @@ class _Writer:
             f.place(stored)
         result = f.capi("PyObject_Vectorcall", self.grid, self._vector([mapping]), "1", "null")
         f.decref(mapping)
-        raised, returned = f.fresh("raised"), f.fresh("returned")
-        f.branch(f.value(f"icmp eq ptr {result}, null"), raised, returned)
-        f.place(raised)
-        f("ret ptr null")
-        f.place(returned)
+        f.propagate(result)
         f(f"store ptr {result}, ptr {self.grid_object}")
         f(f"store i1 true, ptr {owned}")
         f.unless(f.is_type(result, tuple), (bad := f.fresh("badgrid")))
