@@ -23,6 +23,7 @@ from naiad.backends import discovery, selection
 
 import plugin_fixtures
 from naiad.compiler import compiler
+from naiad.runtime.jit import JITFunction
 
 NAIAD_DIR = os.path.dirname(os.path.realpath(naiad.__file__)) + os.sep
 FIXTURE_PREFIXES = ("naiad.backends.", "naiad.language.extra.", "naiad.tools.extra.")
@@ -236,4 +237,18 @@ def stage_calls(monkeypatch) -> list[str]:
         return real(stage, name, *rest)
 
     monkeypatch.setattr(compiler, "_run_stage", counting)
+    return calls
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    """Counts launches that take the full path."""
+    calls = []
+    original = JITFunction._run_slow
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "_run_slow", counting)
     return calls

@@ -10,7 +10,6 @@ import pytest
 import naiad
 import naiad.language as tl
 from naiad import knobs
-from naiad.runtime.jit import JITFunction
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -42,20 +41,6 @@ def _cold():
     """Each test starts with no warm launch remembered."""
     for kernel in (scaled_add, store_n, tuple_sum):
         kernel._fast.clear()
-
-
-@pytest.fixture
-def slow(monkeypatch):
-    """Counts launches that take the full path."""
-    calls = []
-    original = JITFunction._run_slow
-
-    def counting(self, *args, **kwargs):
-        calls.append(self.__name__)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(JITFunction, "_run_slow", counting)
-    return calls
 
 
 def _arrays(dtype=np.float32, n=64):

@@ -195,15 +195,8 @@ def test_a_failed_assertion_is_reported_from_the_native_path(native_only):
     checked_gather[(1,)](x, good, out, 16, BLOCK=16, debug=True)      # and runs on
 
 
-def test_changes_of_state_reach_the_python_path(monkeypatch):
+def test_changes_of_state_reach_the_python_path(monkeypatch, slow):
     """A global, a knob, a hook: each makes the builtin step aside, for the full path."""
-    slow = []
-    original = JITFunction._run_slow
-
-    def counting(self, *args, **kwargs):
-        slow.append(self.__name__)
-        return original(self, *args, **kwargs)
-    monkeypatch.setattr(JITFunction, "_run_slow", counting)
     x = np.arange(64, dtype=np.float32)
     out = np.zeros_like(x)
     run = lambda: axpy[(1,)](x, x, out, 1.0, 64, BLOCK=64)  # noqa: E731
