@@ -92,7 +92,8 @@ def parse_signature(fn: Any, text: str) -> tuple[dict, dict, dict]:
 
 def parse_target(text: str) -> Any:
     """``cpu`` (this host), or ``<backend>:<arch>[:<warp size>]`` (the warp size defaults to
-    the backend's ``default_warp_size``)."""
+    the backend's ``default_warp_size``, or what it says for the architecture when that is a
+    function of it)."""
     from naiad.backends.compiler import GPUTarget
     from naiad.backends.discovery import registry
 
@@ -112,7 +113,8 @@ def parse_target(text: str) -> Any:
         raise AOTError(f"--target {text!r}: write <backend>:<arch>[:<warp size>], e.g. cuda:90")
     if not warp:
         entry = registry.get_or_failure(backend) if backend in registry.sources() else None
-        warp = [getattr(getattr(entry, "compiler", None), "default_warp_size", 32)]
+        default = getattr(getattr(entry, "compiler", None), "default_warp_size", 32)
+        warp = [default(arch) if callable(default) else default]     # hip: by the architecture
     return GPUTarget(backend, int(arch) if arch.isdigit() else arch, int(warp[0]))
 
 

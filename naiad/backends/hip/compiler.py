@@ -1,0 +1,141 @@
+"""The AMD backend's compiler: TTIR -> TTGIR -> LLVM IR (AMDGPU) -> amdgcn -> hsaco.
+
+Stages (``kernel.asm`` keeps each):
+
+- ``ttir``, ``ttgir``: Naiad's shared GPU stages (`naiad.codegen.gpu.stages`), the layouts
+  sized by the architecture's wavefront (64 lanes on CDNA, 32 on RDNA);
+- ``llir``: the shared GPU lowering with `AMDGPUHooks`, the kernel's attributes and LDS size
+  written in, optimized at O3;
+- ``amdgcn``: the ISA, from LLVM's AMDGPU back end through llvmlite;
+- ``hsaco``: the code object: the object LLVM emits, linked by LLD (`naiad.backends.hip.linker`).
+
+Compiling needs no AMD GPU and no ROCm: ``naiad compile --target hip:gfx942 ...``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from naiad import knobs
+from naiad.backends.compiler import BACKEND_API_VERSION, BackendOptions, BaseBackend, GPUTarget
+from naiad.backends.hip.knobs import KNOBS
+from naiad.errors import NaiadError
+
+DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
+
+
+@dataclasses.dataclass(frozen=True)
+class HIPOptions(BackendOptions):
+    """Triton's HIPOptions where they apply; those that change nothing yet (``kpack``,
+    ``matrix_instr_nonkdim``, ``num_stages``) are accepted, as there."""
+
+    num_warps: int = 4
+    waves_per_eu: int = 0
+    num_stages: int = 2
+    num_ctas: int = 1
+    matrix_instr_nonkdim: int = 0
+    kpack: int = 1
+    warp_size: int = 64
+    debug: bool = False
+    enable_fp_fusion: bool = True
+    sanitize_overflow: bool = False
+    default_dot_input_precision: str = "ieee"
+    allowed_dot_input_precisions: tuple = DOT_PRECISIONS
+    max_num_imprecise_acc_default: int = 0
+    supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16")
+    deprecated_fp8_dot_operand_dtypes: tuple = ()
+    backend_name: str = "hip"
+    arch: str = "gfx942"
+
+
+class HIPBackend(BaseBackend):
+    api_version = BACKEND_API_VERSION
+    binary_ext = "hsaco"
+    knob_group = KNOBS
+    cache_env_vars = ("NAIAD_LLD_PATH", "NAIAD_ROCM_PATH", "NAIAD_DEBUG")
+
+    @staticmethod
+    def default_warp_size(arch: Any) -> int:
+        """A wavefront's lanes on ``arch`` (``naiad compile --target hip:gfx942`` reads it)."""
+        from naiad.backends.hip.target import wave_size
+
+        return wave_size(arch)
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend == "hip"
+
+    @functools.lru_cache(maxsize=None)
+    def hash(self) -> str:
+        """llvmlite's version, the architecture, the wavefront and the linker found."""
+        import llvmlite
+
+        from naiad.backends.hip.linker import linker_version
+
+        return f"llvmlite-{llvmlite.__version__}-{self.target.arch}-w{self.target.warp_size}-{linker_version()}"
+
+    def parse_options(self, options: dict[str, Any]) -> HIPOptions:
+        from naiad.backends.hip.target import check_arch, wave_size
+
+        known = {f.name for f in dataclasses.fields(HIPOptions)}
+        values = {k: v for k, v in options.items() if k in known and v is not None}
+        values.setdefault("debug", knobs.runtime.debug)
+        values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
+        values["arch"] = check_arch(self.target.arch)
+        values["warp_size"] = int(self.target.warp_size or wave_size(values["arch"]))
+        if isinstance(values.get("allowed_dot_input_precisions"), list):
+            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
+        num_warps = values.get("num_warps", 4)
+        if num_warps < 1 or num_warps & (num_warps - 1) or num_warps * values["warp_size"] > 1024:
+            raise NaiadError(f"num_warps={num_warps}: the hip backend needs a power of two with at most "
+                             f"1024 threads per block ({values['warp_size']}-lane wavefronts) -- fix: "
+                             f"pass num_warps=4")
+        return HIPOptions(**values)
+
+    def add_stages(self, stages: dict, options: HIPOptions, language: Any) -> None:
+        from naiad.codegen.gpu.stages import make_ttgir, make_ttir
+
+        target = f"hip:{options.arch}"
+        stages["ttir"] = lambda module, metadata: make_ttir(module)
+        stages["ttgir"] = lambda module, metadata: make_ttgir(module, options.num_warps,
+                                                              options.warp_size, target)
+        stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
+        stages["amdgcn"] = lambda llir, metadata: _make_amdgcn(llir, metadata, options)
+        stages["hsaco"] = lambda amdgcn, metadata: _make_hsaco(metadata, options)
+
+    def pack_metadata(self, metadata: Any) -> tuple:
+        return (metadata.get("num_warps", 4), metadata.get("warp_size", 64), metadata.get("shared", 0))
+
+    def get_target_name(self, options: Any) -> str:
+        return f"hip:{self.target.arch}"
+
+
+def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:
+    from naiad.backends.hip.hooks import AMDGPUHooks
+    from naiad.backends.hip.target import data_layout, optimize
+    from naiad.codegen.gpu.stages import make_llir
+
+    hooks = AMDGPUHooks(options.arch, options.warp_size, data_layout(options.arch),
+                        fp_fusion=options.enable_fp_fusion, waves_per_eu=options.waves_per_eu)
+    llmod = make_llir(module, metadata, hooks, options.num_warps)
+    metadata["warp_size"] = options.warp_size
+    llir = hooks.finish_module(str(llmod), metadata["name"], metadata["shared"])
+    return optimize(llir, options.arch)
+
+
+def _make_amdgcn(llir: str, metadata: dict, options: HIPOptions) -> str:
+    """The ISA (for reading and checking); the object the next stage links is emitted from the
+    same IR, kept in the metadata's scratch for it."""
+    from naiad.backends.hip.target import emit_assembly
+
+    metadata["_llir"] = llir
+    return emit_assembly(llir, options.arch)
+
+
+def _make_hsaco(metadata: dict, options: HIPOptions) -> bytes:
+    from naiad.backends.hip.linker import link
+    from naiad.backends.hip.target import emit_object
+
+    return link(emit_object(metadata.pop("_llir"), options.arch), metadata["name"])

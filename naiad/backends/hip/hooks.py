@@ -1,0 +1,140 @@
+"""What AMD GPUs supply to the shared lowering (`naiad.codegen.gpu`): the AMDGPU triple and
+data layout, kernels in the ``amdgpu_kernel`` calling convention, work-item and work-group ids,
+the grid's size from the dispatch packet, ``s_barrier`` between workgroup fences, cross-lane
+moves through ``ds_bpermute``, the LDS (address space 3) sized to the kernel, and math through
+LLVM's intrinsics and Naiad's own functions (`naiad.codegen.mathlib`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import llvmlite.ir as ir
+
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.hooks import c_base_name
+
+#: The kernel's LDS array (sized once the kernel's need is known: `finish_module`).
+SHARED = "naiad_lds"
+#: C math functions whose fp64 forms LLVM's AMDGPU back end cannot lower (a library call).
+_NO_F64 = {"exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "pow"}
+#: hsa_kernel_dispatch_packet_t: workgroup_size_x/y/z (u16) and grid_size_x/y/z (u32, in work-items).
+_WORKGROUP_SIZE, _GRID_SIZE = 4, 12
+
+
+class AMDGPUHooks(GPUHooks):
+    name = "hip"
+    global_addrspace = 1
+    constant_addrspace = 4
+    shared_addrspace = 3
+
+    def __init__(self, arch: str, wave_size: int, data_layout: str, fp_fusion: bool = True,
+                 waves_per_eu: int = 0):
+        self.arch, self.warp_size, self.data_layout = arch, wave_size, data_layout
+        self.float_flags = ("contract",) if fp_fusion else ()
+        self.waves_per_eu = waves_per_eu
+        self.threads = 0
+
+    # -- the module and the kernel's interface ---------------------------------------------------
+    def prepare_module(self, module: ir.Module) -> None:
+        from naiad.backends.hip.target import TRIPLE
+
+        module.triple = TRIPLE
+        module.data_layout = self.data_layout
+
+    def mark_kernel(self, fn: ir.Function, threads: int) -> None:
+        fn.calling_convention = "amdgpu_kernel"
+        self.threads = threads
+
+    def finish_module(self, llir: str, kernel: str, shared_bytes: int) -> str:
+        """The lowered module's text with what llvmlite cannot write: the kernel's attributes
+        (its workgroup size, waves per execution unit) and the LDS array at its size."""
+        attributes = [f'"amdgpu-flat-work-group-size"="1,{self.threads}"', '"uniform-work-group-size"="true"']
+        if self.waves_per_eu:
+            attributes.append(f'"amdgpu-waves-per-eu"="{self.waves_per_eu},{self.waves_per_eu}"')
+        header = re.compile(rf'^(define amdgpu_kernel void @"?{re.escape(kernel)}"?\(.*\))(.*)$', re.M)
+        llir, found = header.subn(lambda m: f"{m.group(1)} #4242{m.group(2)}", llir, count=1)
+        if found:
+            llir += f"\nattributes #4242 = {{ {' '.join(attributes)} }}\n"
+        declared = re.compile(rf'@"?{SHARED}"? = external addrspace\(3\) global \[0 x i8\](, align \d+)?')
+        return declared.sub(f'@"{SHARED}" = internal addrspace(3) global [{max(shared_bytes, 16)} x i8] '
+                            f'undef, align 16', llir)
+
+    # -- ids, synchronization, shuffles, shared memory ----------------------------------------
+    def _intrinsic(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value],
+                   convergent: bool = False) -> ir.Value:
+        fn = lt.function(b.module, f"llvm.amdgcn.{name}", ret, [a.type for a in args])
+        if convergent:
+            fn.attributes.add("convergent")
+        return b.call(fn, args)
+
+    def thread_id(self, b: ir.IRBuilder) -> ir.Value:
+        return self._intrinsic(b, "workitem.id.x", lt.I32, [])
+
+    def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._intrinsic(b, f"workgroup.id.{'xyz'[axis]}", lt.I32, [])
+
+    def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        """Work-groups along ``axis``: the dispatch packet's grid size (work-items) over its
+        work-group size, rounded up."""
+        packet = self._intrinsic(b, "dispatch.ptr", ir.PointerType(addrspace=self.constant_addrspace), [])
+        group = b.load(b.gep(packet, [ir.Constant(lt.I64, _WORKGROUP_SIZE + 2 * axis)], source_etype=lt.I8),
+                       typ=lt.I16, align=2)
+        grid = b.load(b.gep(packet, [ir.Constant(lt.I64, _GRID_SIZE + 4 * axis)], source_etype=lt.I8),
+                      typ=lt.I32, align=4)
+        group = b.zext(group, lt.I32)
+        return b.udiv(b.add(grid, b.sub(group, ir.Constant(lt.I32, 1))), group)
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        b.fence("release", "workgroup")
+        self._intrinsic(b, "s.barrier", lt.VOID, [], convergent=True)
+        b.fence("acquire", "workgroup")
+
+    def lane_id(self, b: ir.IRBuilder) -> ir.Value:
+        """This thread's lane in its wavefront (``mbcnt`` of all lanes below it)."""
+        low = self._intrinsic(b, "mbcnt.lo", lt.I32, [ir.Constant(lt.I32, -1), ir.Constant(lt.I32, 0)])
+        if self.warp_size == 32:
+            return low
+        return self._intrinsic(b, "mbcnt.hi", lt.I32, [ir.Constant(lt.I32, -1), low])
+
+    def shuffle_index(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        """``ds_bpermute``: each lane reads lane ``lane``'s value (the index in bytes)."""
+        address = b.shl(lane, ir.Constant(lt.I32, 2))
+        return self._intrinsic(b, "ds.bpermute", lt.I32, [address, value], convergent=True)
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
+        return self.shuffle_index(b, value, b.xor(self.lane_id(b), ir.Constant(lt.I32, offset)))
+
+    def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
+        lane = self.lane_id(b)
+        source = b.sub(lane, ir.Constant(lt.I32, delta))
+        below = b.icmp_signed("<", source, ir.Constant(lt.I32, 0))
+        moved = self.shuffle_index(b, value, b.select(below, lane, source))
+        return b.select(below, value, moved)
+
+    def shared_base(self, b: ir.IRBuilder) -> ir.Value:
+        module = b.module
+        shared = module.globals.get(SHARED)
+        if shared is None:
+            shared = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), SHARED, addrspace=self.shared_addrspace)
+            shared.linkage = "external"
+            shared.align = 16
+        return lt.opaque(b, shared, self.shared_addrspace)
+
+    # -- math ---------------------------------------------------------------------------------------
+    def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        """As every target, but for the double-precision transcendental functions, which LLVM's
+        AMDGPU back end has no instructions for (it would stop the process asking for a library
+        call): not available yet."""
+        base = c_base_name(symbol, ret)
+        if base in _NO_F64 and lt.scalar_of(ret) == lt.F64:
+            raise NotImplementedError(f"double-precision {base} is not available on the hip backend "
+                                      f"yet (no device library linked) -- fix: compute it in fp32")
+        return super().call_math(ctx, symbol, args, ret)
+
+    def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
+        """AMDGPU has no C math library: what LLVM's intrinsics and Naiad's own functions do not
+        cover is not available yet."""
+        raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "
+                                  f"hip backend yet (no device library linked)")
