@@ -217,15 +217,16 @@ def _naiad_knobs() -> dict:
             if k.split(".")[0] in knobs.CORE_GROUPS | set(IN_TREE_BACKENDS)}
 
 
-IN_TREE_BACKENDS = ("cpu", "cuda")
+IN_TREE_BACKENDS = ("cpu", "cuda", "hip")
 
 
 @pytest.mark.shipped_backends
 def test_in_tree_backends_declare_their_knob_groups():
     from naiad.backends.cpu.knobs import KNOBS as CPU
     from naiad.backends.cuda.knobs import KNOBS as CUDA
+    from naiad.backends.hip.knobs import KNOBS as HIP
 
-    assert knobs.cpu is CPU and knobs.cuda is CUDA
+    assert knobs.cpu is CPU and knobs.cuda is CUDA and knobs.hip is HIP
     assert knobs.groups["cpu"] is CPU
 
 
