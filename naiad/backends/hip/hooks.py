@@ -14,6 +14,7 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.hooks import c_base_name
+from naiad.codegen.mathlib import without_libm
 
 #: The kernel's LDS array (sized once the kernel's need is known: `finish_module`).
 SHARED = "naiad_lds"
@@ -134,7 +135,10 @@ class AMDGPUHooks(GPUHooks):
         return super().call_math(ctx, symbol, args, ret)
 
     def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
-        """AMDGPU has no C math library: what LLVM's intrinsics and Naiad's own functions do not
-        cover is not available yet."""
+        """AMDGPU has no C math library: Naiad's own single-precision ``erff``, ``tanhf`` and
+        ``expm1f`` (`naiad.codegen.mathlib.without_libm`); the rest is not available yet."""
+        own = without_libm.FUNCTIONS.get(symbol)
+        if own is not None:
+            return own(ctx, args)
         raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "
                                   f"hip backend yet (no device library linked)")
