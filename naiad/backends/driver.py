@@ -16,6 +16,7 @@ from abc import ABCMeta, abstractmethod
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 from naiad.backends.compiler import GPUTarget
+from naiad.errors import NaiadError
 
 
 #: The C type of each scalar kernel-argument type (bf16 travels as its 16 bits).
@@ -24,6 +25,26 @@ C_TYPES = {
     "u16": "uint16_t", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t",
     "fp16": "_Float16", "bf16": "uint16_t", "fp32": "float", "fp64": "double",
 }
+
+
+#: Scalar argument type -> struct format of its 8-byte slot in a GPU launch's parameters: the
+#: value in its first bytes, as wide as the kernel's parameter (LLVM gives i8 an 8-bit one).
+SLOT_FORMATS = {
+    "i1": "?7x", "u1": "?7x", "i8": "b7x", "u8": "B7x", "i16": "h6x", "u16": "H6x", "i32": "i4x",
+    "u32": "I4x", "i64": "q", "u64": "Q", "fp16": "e6x", "bf16": "H6x", "fp32": "f4x", "fp64": "d",
+}
+
+
+def slot_format(ty: Any, kernel: str, target: str) -> str:
+    """The struct format of a parameter of type ``ty`` (pointers: an 8-byte address); a type
+    no launch can pass is an error naming the kernel and the ``target`` ("CUDA", "AMD GPU")."""
+    if isinstance(ty, str) and ty.startswith("*"):
+        return "Q"
+    try:
+        return SLOT_FORMATS[ty]
+    except (KeyError, TypeError):
+        raise NaiadError(f"{kernel + ': ' if kernel else ''}arguments of type {ty} cannot be "
+                         f"passed to {target} kernels (pointers and {', '.join(SLOT_FORMATS)} can)") from None
 
 
 class Benchmarker(Protocol):
@@ -123,8 +144,6 @@ class DriverBase(metaclass=ABCMeta):
         try:
             return C_TYPES[ty]
         except KeyError:
-            from naiad.errors import NaiadError
-
             raise NaiadError(f"arguments of type {ty} have no C type (pointers and "
                              f"{', '.join(C_TYPES)} do)") from None
 
@@ -192,6 +211,35 @@ def sample_quantiles(sorted_times: Sequence[float], quantiles: Sequence[float]) 
         high = min(low + 1, len(sorted_times) - 1)
         result.append(sorted_times[low] + (sorted_times[high] - sorted_times[low]) * (position - low))
     return result
+
+
+def time_with_events(kernel_call: Callable[[], Any], new_event: Callable[[], Any], stream: int,
+                     flush: Callable[[], None], quantiles: Sequence[float] | None, warmup: float,
+                     rep: float) -> list[float]:
+    """Triton's ``do_bench`` with a GPU's events (``new_event()``: an object with
+    ``record(stream)``, ``synchronize()`` and ``elapsed_time(later)`` in ms): about ``warmup`` ms
+    of warm-up runs, then runs for about ``rep`` ms, each after ``flush()`` (emptying L2); the
+    given quantiles, or every sample (sorted) when None."""
+    kernel_call()
+    start, end = new_event(), new_event()
+    start.record(stream)
+    for _ in range(5):
+        flush()
+        kernel_call()
+    end.record(stream)
+    end.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-4)
+    pairs = [(new_event(), new_event()) for _ in range(max(5, min(10000, int(rep / estimate))))]
+    for _ in range(max(1, int(warmup / estimate))):
+        kernel_call()
+    for first, last in pairs:
+        flush()
+        first.record(stream)
+        kernel_call()
+        last.record(stream)
+    pairs[-1][1].synchronize()
+    times = sorted(first.elapsed_time(last) for first, last in pairs)
+    return times if quantiles is None else sample_quantiles(times, quantiles)
 
 
 def bf16_bits(value: float) -> int:

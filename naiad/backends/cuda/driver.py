@@ -22,7 +22,7 @@ from naiad.backends.compiler import GPUTarget
 from naiad.backends.cuda.device_objects import CUDADeviceInterface, CUDAEvent, DeviceBuffer
 from naiad.backends.cuda.launcher import CUDALauncher
 from naiad.backends.cuda.libcuda import CUDAError, cuda_error, libcuda_status
-from naiad.backends.driver import DriverBase, sample_quantiles
+from naiad.backends.driver import DriverBase, time_with_events
 from naiad.errors import NaiadError, OutOfResources
 
 # cuda.h enumerators used here.
@@ -289,29 +289,8 @@ class CUDADriver(DriverBase):
         after flushing L2; the given quantiles, or every sample (sorted) when None."""
         stream = self.get_current_stream(self.activate())
         cache = self.get_empty_cache_for_benchmark()
-        kernel_call()
-        start, end = CUDAEvent(self), CUDAEvent(self)
-        start.record(stream)
-        for _ in range(5):
-            self.clear_cache(cache)
-            kernel_call()
-        end.record(stream)
-        end.synchronize()
-        estimate = max(start.elapsed_time(end) / 5, 1e-4)
-        pairs = [(CUDAEvent(self), CUDAEvent(self))
-                 for _ in range(max(5, min(10000, int(rep / estimate))))]
-        for _ in range(max(1, int(warmup / estimate))):
-            kernel_call()
-        for first, last in pairs:
-            self.clear_cache(cache)
-            first.record(stream)
-            kernel_call()
-            last.record(stream)
-        pairs[-1][1].synchronize()
-        times = sorted(first.elapsed_time(last) for first, last in pairs)
-        if quantiles is None:
-            return times
-        return sample_quantiles(times, quantiles)
+        return time_with_events(kernel_call, lambda: CUDAEvent(self), stream,
+                                lambda: self.clear_cache(cache), quantiles, warmup, rep)
 
     def get_device_interface(self) -> Any:
         torch = sys.modules.get("torch")

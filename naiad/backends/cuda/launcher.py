@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from naiad.backends.cuda.argument_memory import locate
 from naiad.backends.cuda.tensor_map_encoding import (ARITHMETIC, MAP_BYTES as _MAP_BYTES, TensorMap,
                                                      TensorMapEncoder, wrapped)
-from naiad.backends.driver import StaleLaunch, bf16_bits
+from naiad.backends.driver import StaleLaunch, bf16_bits, slot_format
 from naiad.errors import NaiadError
 from naiad.runtime.native_code import address_of
 from naiad.runtime.slots import path_expression, runtime_slots
@@ -27,25 +27,6 @@ from naiad.runtime.torch_modes import outside_modes
 
 if TYPE_CHECKING:
     from naiad.backends.cuda.driver import CUDADriver
-
-#: Scalar argument type -> struct format of its 8-byte slot.  A slot holds the value in its
-#: first bytes, as wide as the kernel's PTX parameter (LLVM gives i8 a .u8 parameter).
-_SCALARS = {
-    "i1": "?7x", "u1": "?7x", "i8": "b7x", "u8": "B7x", "i16": "h6x", "u16": "H6x", "i32": "i4x",
-    "u32": "I4x", "i64": "q", "u64": "Q", "fp16": "e6x", "bf16": "H6x", "fp32": "f4x", "fp64": "d",
-}
-_POINTER = "Q"
-
-
-def _slot(ty: Any, kernel: str = "") -> str:
-    if isinstance(ty, str) and ty.startswith("*"):
-        return _POINTER
-    try:
-        return _SCALARS[ty]
-    except (KeyError, TypeError):
-        raise NaiadError(f"{kernel + ': ' if kernel else ''}arguments of type {ty} cannot be "
-                         f"passed to CUDA kernels (pointers and {', '.join(_SCALARS)} can)") from None
-
 
 def kernel_slots(signature: Any) -> list[tuple[str, Any, str]]:
     """(name, type, Python expression reading it from ``args``) of each kernel parameter, in
@@ -84,7 +65,7 @@ class CUDALauncher:
         self.maps = TensorMapEncoder(driver.cuda.lib, self.name, maps) if maps else None
         n = len(self.slots) + len(maps)
         self.struct = struct.Struct(LAUNCH_CONFIG.format + f"{n}Q"
-                                    + "".join(_slot(ty, self.name) for _, ty, _ in self.slots)
+                                    + "".join(slot_format(ty, self.name, "CUDA") for _, ty, _ in self.slots)
                                     + f"{_MAP_BYTES}s" * len(maps))
         self._launch = driver.cuda.cuLaunchKernelEx
         self.pack = outside_modes(self._build_packer())
