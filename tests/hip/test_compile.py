@@ -20,7 +20,7 @@ from tests.nvidia import test_ops
 
 pytestmark = pytest.mark.shipped_backends
 
-ARCHS = {"gfx942": 64, "gfx1100": 32}
+ARCHS = {"gfx90a": 64, "gfx942": 64, "gfx950": 64, "gfx1100": 32, "gfx1200": 32}
 
 
 @naiad.jit
