@@ -213,6 +213,15 @@ def sample_quantiles(sorted_times: Sequence[float], quantiles: Sequence[float]) 
     return result
 
 
+def bind_functions(owner: Any, lib: Any, signatures: dict[str, tuple], restype: Any) -> None:
+    """Set each of ``lib``'s functions named in ``signatures`` (name -> argument ctypes) as an
+    attribute of ``owner``, typed: what a ctypes driver's library wrapper does first."""
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, restype
+        setattr(owner, name, function)
+
+
 def time_with_events(kernel_call: Callable[[], Any], new_event: Callable[[], Any], stream: int,
                      flush: Callable[[], None], quantiles: Sequence[float] | None, warmup: float,
                      rep: float) -> list[float]:

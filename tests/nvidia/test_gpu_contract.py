@@ -23,7 +23,7 @@ pytestmark = pytest.mark.shipped_backends
 
 #: The members a target must supply (no plain-LLVM default).
 REQUIRED = ["prepare_module", "mark_kernel", "thread_id", "program_id",
-            "num_programs", "barrier", "shuffle_xor", "shuffle_index", "shuffle_up", "shared_base",
+            "num_programs", "barrier", "shuffle_xor", "shuffle_index", "lane_id",
             "load_with_policy", "store_with_policy", "clock_ns", "asm_register_type"]
 #: The members with a plain-LLVM default (that NVIDIA replaces by PTX).
 DEFAULTED = ["atomic_rmw", "atomic_cas", "relaxed_load", "acquire_fence"]
@@ -41,6 +41,33 @@ def test_a_member_the_target_lacks_says_which(name):
 
     with pytest.raises(NotImplementedError, match=rf"the toy backend's GPU hooks do not supply {name}"):
         getattr(Partial(), name)(*_arguments(name))
+
+
+def test_shuffle_up_defaults_to_an_indexed_shuffle_keeping_the_low_lanes():
+    """Lane l reads lane l - delta; lanes below delta keep their own value."""
+    from naiad.codegen.gpu.hooks import sized_shared_array
+
+    class Indexed(GPUHooks):
+        name = "toy"
+
+        def lane_id(self, b):
+            return b.call(lt.function(b.module, "lane", lt.I32, []), [])
+
+        def shuffle_index(self, b, value, lane):
+            return b.call(lt.function(b.module, "read_lane", lt.I32, [lt.I32, lt.I32]), [value, lane])
+
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(lt.I32, [lt.I32]), "up")
+    b = ir.IRBuilder(fn.append_basic_block())
+    hooks = Indexed()
+    b.ret(hooks.shuffle_up(b, fn.args[0], 2))
+    base = hooks.shared_base(b)
+    assert base is not None
+    text = str(module)
+    assert "sub i32" in text and "icmp slt i32" in text and text.count("select") == 2
+    assert '@"naiad_shared" = external addrspace(3) global [0 x i8]' in text
+    sized = sized_shared_array(text, "naiad_shared", 300)
+    assert '@"naiad_shared" = internal addrspace(3) global [300 x i8] undef, align 16' in sized
 
 
 def test_parameters_default_to_global_pointers_and_byte_booleans():

@@ -142,6 +142,9 @@ class NVPTXHooks(GPUHooks):
     def thread_id(self, b: ir.IRBuilder) -> ir.Value:
         return self._special(b, "tid.x")
 
+    def lane_id(self, b: ir.IRBuilder) -> ir.Value:
+        return self._special(b, "laneid")
+
     def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
         return self._special(b, f"ctaid.{'xyz'[axis]}")
 

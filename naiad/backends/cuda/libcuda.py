@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Any
 
+from naiad.backends.driver import bind_functions
 from naiad.errors import NaiadError
 
 _WINDOWS = sys.platform == "win32"
@@ -86,10 +87,7 @@ class LibCUDA:
     def __init__(self, lib: Any):
         #: The library itself, for functions that only some drivers have.
         self.lib = lib
-        for name, argtypes in _SIGNATURES.items():
-            function = getattr(lib, name)
-            function.argtypes, function.restype = argtypes, ctypes.c_int
-            setattr(self, name, function)
+        bind_functions(self, lib, _SIGNATURES, ctypes.c_int)
 
     def __call__(self, name: str, *args: Any) -> None:
         code = getattr(self, name)(*args)

@@ -9,19 +9,13 @@ import threading
 from typing import Any, Iterator
 
 from naiad.backends.cuda.hooks import TRIPLE
+from naiad.codegen.llvm_binding import all_targets as _llvm
 from naiad.errors import NaiadError
 
 #: Makes libdevice's ``__nvvm_reflect("__CUDA_FTZ")`` answer 0 (no flush to zero, as Triton).
 _REFLECT_FLAG = '!llvm.module.flags = !{!90000}\n!90000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
 
 
-@functools.lru_cache(maxsize=None)
-def _llvm() -> Any:
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,12 +12,10 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.gpu.hooks import GPUHooks, sized_shared_array
 from naiad.codegen.hooks import c_base_name
 from naiad.codegen.mathlib import without_libm
 
-#: The kernel's LDS array (sized once the kernel's need is known: `finish_module`).
-SHARED = "naiad_lds"
 #: C math functions whose fp64 forms LLVM's AMDGPU back end cannot lower (a library call).
 _NO_F64 = {"exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "pow"}
 #: hsa_kernel_dispatch_packet_t: workgroup_size_x/y/z (u16) and grid_size_x/y/z (u32, in work-items).
@@ -29,6 +27,7 @@ class AMDGPUHooks(GPUHooks):
     global_addrspace = 1
     constant_addrspace = 4
     shared_addrspace = 3
+    shared_symbol = "naiad_lds"
 
     def __init__(self, arch: str, wave_size: int, data_layout: str, fp_fusion: bool = True,
                  waves_per_eu: int = 0):
@@ -58,9 +57,7 @@ class AMDGPUHooks(GPUHooks):
         llir, found = header.subn(lambda m: f"{m.group(1)} #4242{m.group(2)}", llir, count=1)
         if found:
             llir += f"\nattributes #4242 = {{ {' '.join(attributes)} }}\n"
-        declared = re.compile(rf'@"?{SHARED}"? = external addrspace\(3\) global \[0 x i8\](, align \d+)?')
-        return declared.sub(f'@"{SHARED}" = internal addrspace(3) global [{max(shared_bytes, 16)} x i8] '
-                            f'undef, align 16', llir)
+        return sized_shared_array(llir, self.shared_symbol, shared_bytes)
 
     # -- ids, synchronization, shuffles, shared memory ----------------------------------------
     def _intrinsic(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value],
@@ -106,22 +103,6 @@ class AMDGPUHooks(GPUHooks):
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
         return self.shuffle_index(b, value, b.xor(self.lane_id(b), ir.Constant(lt.I32, offset)))
-
-    def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
-        lane = self.lane_id(b)
-        source = b.sub(lane, ir.Constant(lt.I32, delta))
-        below = b.icmp_signed("<", source, ir.Constant(lt.I32, 0))
-        moved = self.shuffle_index(b, value, b.select(below, lane, source))
-        return b.select(below, value, moved)
-
-    def shared_base(self, b: ir.IRBuilder) -> ir.Value:
-        module = b.module
-        shared = module.globals.get(SHARED)
-        if shared is None:
-            shared = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), SHARED, addrspace=self.shared_addrspace)
-            shared.linkage = "external"
-            shared.align = 16
-        return lt.opaque(b, shared, self.shared_addrspace)
 
     # -- math ---------------------------------------------------------------------------------------
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:

@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any
 
+from naiad.backends.driver import bind_functions
 from naiad.errors import NaiadError
 
 _P, _INT, _UINT = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
@@ -62,14 +63,8 @@ class LibHIP:
 
     def __init__(self, lib: Any):
         self.lib = lib
-        for name, argtypes in _SIGNATURES.items():
-            function = getattr(lib, name)
-            function.argtypes, function.restype = argtypes, ctypes.c_int
-            setattr(self, name, function)
-        for name in ("hipGetErrorName", "hipGetErrorString"):
-            function = getattr(lib, name)
-            function.argtypes, function.restype = (_INT,), ctypes.c_char_p
-            setattr(self, name, function)
+        bind_functions(self, lib, _SIGNATURES, ctypes.c_int)
+        bind_functions(self, lib, {"hipGetErrorName": (_INT,), "hipGetErrorString": (_INT,)}, ctypes.c_char_p)
         self.properties = next((getattr(lib, n) for n in _PROPERTIES if hasattr(lib, n)), None)
 
     def __call__(self, name: str, *args: Any, doing: str = "") -> None:

@@ -11,6 +11,7 @@ import functools
 import re
 from typing import Any
 
+from naiad.codegen.llvm_binding import all_targets as _llvm
 from naiad.errors import NaiadError
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -31,15 +32,6 @@ def check_arch(arch: Any) -> str:
         raise NaiadError(f"hip target {arch!r}: an AMD GPU architecture is named gfx<number>, e.g. "
                          f"hip:gfx942 (MI300) -- fix: pass one of {', '.join(KNOWN)}")
     return arch
-
-
-@functools.lru_cache(maxsize=None)
-def _llvm() -> Any:
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm
 
 
 @functools.lru_cache(maxsize=None)

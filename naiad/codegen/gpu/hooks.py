@@ -22,6 +22,7 @@ worked example.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import llvmlite.ir as ir
@@ -185,9 +186,19 @@ class GPUHooks(TargetHooks):
         """The 32-bit ``value`` of lane ``lane`` (an i32) of the same warp."""
         raise self._missing("shuffle_index")
 
+    def lane_id(self, b: ir.IRBuilder) -> ir.Value:
+        """This thread's lane in its warp (i32); the default `shuffle_up` needs it."""
+        raise self._missing("lane_id")
+
     def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
-        """The 32-bit ``value`` of lane ``lane - delta`` (a lane's own below ``delta``)."""
-        raise self._missing("shuffle_up")
+        """The 32-bit ``value`` of lane ``lane - delta`` (a lane's own below ``delta``).
+        Default: through `shuffle_index` from `lane_id` (targets whose own shift leaves the
+        lanes below ``delta`` undefined, or that have none)."""
+        lane = self.lane_id(b)
+        source = b.sub(lane, ir.Constant(lt.I32, delta))
+        below = b.icmp_signed("<", source, ir.Constant(lt.I32, 0))
+        moved = self.shuffle_index(b, value, b.select(below, lane, source))
+        return b.select(below, value, moved)
 
     def store_in_shared(self, k: Any, dist: Any, addresses: Any) -> bool:
         """Write a thread's elements of ``dist`` (a `Dist`, 16 contiguous bytes for each 8
@@ -198,10 +209,22 @@ class GPUHooks(TargetHooks):
         the shared code stores each element."""
         return False
 
+    #: The symbol of the default `shared_base`'s array.
+    shared_symbol = "naiad_shared"
+
     def shared_base(self, b: ir.IRBuilder) -> ir.Value:
         """A pointer (in the shared address space) to the block's shared memory, whose size the
-        compiler reports as the kernel's ``shared`` metadata."""
-        raise self._missing("shared_base")
+        compiler reports as the kernel's ``shared`` metadata.  Default: an external array of
+        no size named `shared_symbol`, which `sized_shared_array` gives the kernel's size in the
+        module's text (for targets without an unsized shared array)."""
+        module = b.module
+        shared = module.globals.get(self.shared_symbol)
+        if shared is None:
+            shared = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), self.shared_symbol,
+                                       addrspace=self.shared_addrspace)
+            shared.linkage = "external"
+            shared.align = 16
+        return lt.opaque(b, shared, self.shared_addrspace)
 
     # -- memory with hints, atomics, polling ----------------------------------------------------
     def access_policy(self, k: Any, op: Any, store: bool) -> Any:
@@ -310,3 +333,12 @@ class GPUHooks(TargetHooks):
         """The LLVM type of an inline-assembly operand of constraint ``letter`` (NVIDIA: ``r``
         is i32, ``f`` f32...)."""
         raise self._missing("asm_register_type (inline assembly: tl.inline_asm_elementwise)")
+
+
+def sized_shared_array(llir: str, symbol: str, nbytes: int, addrspace: int = 3) -> str:
+    """A lowered module's text with the default `GPUHooks.shared_base` array (``symbol``) given
+    ``nbytes`` (16 at least), as a module-internal array."""
+    declared = re.compile(rf'@"?{re.escape(symbol)}"? = external addrspace\({addrspace}\) global '
+                          rf'\[0 x i8\](, align \d+)?')
+    return declared.sub(f'@"{symbol}" = internal addrspace({addrspace}) global [{max(nbytes, 16)} x i8] '
+                        f'undef, align 16', llir)

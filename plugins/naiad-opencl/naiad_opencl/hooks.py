@@ -12,13 +12,12 @@ polling loads and fences are the contract's plain-LLVM defaults.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.gpu.hooks import GPUHooks
+from naiad.codegen.gpu.hooks import GPUHooks, sized_shared_array
 from naiad.codegen.gpu.kernel import is_tensor
 from naiad.codegen.hooks import c_base_name
 
@@ -40,6 +39,7 @@ _SINK = "__naiad_store_sink"
 
 class SPIRVHooks(GPUHooks):
     name = "opencl"
+    shared_symbol = SHARED
     global_addrspace = 1
     constant_addrspace = 2
     shared_addrspace = 3
@@ -122,23 +122,10 @@ class SPIRVHooks(GPUHooks):
     def shuffle_index(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
         return self._builtin(b, "_Z17sub_group_shuffleij", lt.I32, [value, lane], convergent=True)
 
-    def shuffle_up(self, b: ir.IRBuilder, value: ir.Value, delta: int) -> ir.Value:
-        """Through an indexed shuffle: OpenCL leaves the lanes below ``delta`` undefined, the
-        contract gives them their own value."""
-        lane = self._builtin(b, "_Z22get_sub_group_local_idv", lt.I32, [])
-        source = b.sub(lane, ir.Constant(lt.I32, delta))
-        below = b.icmp_signed("<", source, ir.Constant(lt.I32, 0))
-        moved = self.shuffle_index(b, value, b.select(below, lane, source))
-        return b.select(below, value, moved)
-
-    def shared_base(self, b: ir.IRBuilder) -> ir.Value:
-        module = b.module
-        shared = module.globals.get(SHARED)
-        if shared is None:
-            shared = ir.GlobalVariable(module, ir.ArrayType(lt.I8, 0), SHARED, addrspace=self.shared_addrspace)
-            shared.linkage = "external"
-            shared.align = 16
-        return lt.opaque(b, shared, self.shared_addrspace)
+    def lane_id(self, b: ir.IRBuilder) -> ir.Value:
+        """The work-item's index in its sub-group (OpenCL leaves a shifted shuffle's lanes below
+        the shift undefined: the default `shuffle_up` goes through `shuffle_index` with it)."""
+        return self._builtin(b, "_Z22get_sub_group_local_idv", lt.I32, [])
 
     # -- conversions and math ---------------------------------------------------------------------
     def nan_propagating_extremum(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value:
@@ -179,6 +166,4 @@ class SPIRVHooks(GPUHooks):
 def sized_shared_memory(llir: str, nbytes: int) -> str:
     """The lowered module with its shared-memory array given the kernel's size (SPIR-V has no
     unsized ``__local`` array)."""
-    declared = re.compile(rf'@"?{SHARED}"? = external addrspace\(3\) global \[0 x i8\](, align 16)?')
-    return declared.sub(f'@"{SHARED}" = internal addrspace(3) global [{max(nbytes, 16)} x i8] undef, align 16',
-                        llir)
+    return sized_shared_array(llir, SHARED, nbytes)
