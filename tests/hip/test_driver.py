@@ -213,3 +213,46 @@ def test_the_jit_compiles_loads_and_launches_through_the_driver(fake, monkeypatc
     assert len(fake.images) == 1 and fake.images[0][0][:4] == b"\x7fELF"
     assert [launch["values"] for launch in fake.launches] == [[0x9000, 100, 2.5], [0x9000, 100, 3.5]]
     assert all(launch["grid"] == (3, 1, 1) and launch["block"] == (256, 1, 1) for launch in fake.launches)
+
+
+@naiad.jit
+def scalars_only(n, value, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK > 0)
+
+
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                           ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_void_p)
+
+
+def test_warm_launches_run_natively(fake, monkeypatch):
+    """With a C ``hipModuleLaunchKernel`` (a ctypes callback standing for the library's), the
+    warm launches after the first two go through the native entry: the Python path forbidden,
+    the arguments still arrive."""
+    from naiad.backends import selection
+    from naiad.runtime import native_code
+    from naiad.runtime.jit import JITFunction
+    if not native_code.available():
+        pytest.skip("no native entries here")
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        return fake.fake_hipModuleLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream,
+                                               params, extra)
+    fake.hipModuleLaunchKernel = _LAUNCH(launch)
+    monkeypatch.setattr(selection, "_drivers", {})
+    monkeypatch.setattr(selection, "_selected", {})
+    kernel = JITFunction(scalars_only.fn)                # (no pointer: the stand-in has no tensors)
+    fake.param_formats = ["i", "f"]
+    with naiad.set_backend("hip"):
+        kernel[(3,)](100, 1.5, BLOCK=64)
+        kernel[(3,)](100, 1.5, BLOCK=64)                  # compiles the native variant
+        assert kernel._native.entry is not None and kernel._native.error is None
+
+        def fell_back(self, *args, **kwargs):
+            raise AssertionError("the launch took the Python path")
+        kernel._fast.clear()
+        monkeypatch.setattr(JITFunction, "_run_slow", fell_back)
+        for value in (2.5, 3.5):
+            kernel[(3,)](100, value, BLOCK=64)
+    assert [launch["values"] for launch in fake.launches][-2:] == [[100, 2.5], [100, 3.5]]
+    assert fake.launches[-1]["grid"] == (3, 1, 1) and fake.launches[-1]["stream"] is None

@@ -72,6 +72,10 @@ class HIPDriver(DriverBase):
         self._modules: dict[Any, int] = {}
 
     # -- devices and streams ------------------------------------------------------------------
+    def torch_running(self) -> Any:
+        """torch, once a ROCm build of it has set up the GPUs (its device and stream are ours)."""
+        return _torch_gpu()
+
     def get_current_device(self) -> int:
         torch = _torch_gpu()
         return torch.cuda.current_device() if torch is not None else self.thread.device
