@@ -3,7 +3,8 @@
 Stages (``kernel.asm`` keeps each):
 
 - ``ttir``, ``ttgir``: Naiad's shared GPU stages (`naiad.codegen.gpu.stages`), the layouts
-  sized by the architecture's wavefront (64 lanes on CDNA, 32 on RDNA);
+  sized by the architecture's wavefront (64 lanes on CDNA, 32 on RDNA); with the ``mfma`` option,
+  fp16/bf16 dots on the matrix cores (`naiad.backends.hip.mfma`);
 - ``llir``: the shared GPU lowering with `AMDGPUHooks`, the kernel's attributes and LDS size
   written in, optimized at O3;
 - ``amdgcn``: the ISA, from LLVM's AMDGPU back end through llvmlite;
@@ -46,6 +47,8 @@ class HIPOptions(BackendOptions):
     max_num_imprecise_acc_default: int = 0
     supported_fp8_dtypes: tuple = ("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16")
     deprecated_fp8_dot_operand_dtypes: tuple = ()
+    #: fp16/bf16 dots on MFMA (`naiad.backends.hip.mfma`); default: the ``NAIAD_HIP_MFMA`` knob.
+    mfma: bool = False
     backend_name: str = "hip"
     arch: str = "gfx942"
 
@@ -83,6 +86,7 @@ class HIPBackend(BaseBackend):
         values = {k: v for k, v in options.items() if k in known and v is not None}
         values.setdefault("debug", knobs.runtime.debug)
         values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
+        values.setdefault("mfma", KNOBS.mfma)
         values["arch"] = check_arch(self.target.arch)
         values["warp_size"] = int(self.target.warp_size or wave_size(values["arch"]))
         if isinstance(values.get("allowed_dot_input_precisions"), list):
@@ -100,7 +104,8 @@ class HIPBackend(BaseBackend):
         target = f"hip:{options.arch}"
         stages["ttir"] = lambda module, metadata: make_ttir(module)
         stages["ttgir"] = lambda module, metadata: make_ttgir(module, options.num_warps,
-                                                              options.warp_size, target)
+                                                              options.warp_size, target,
+                                                              _matrix_cores(options))
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
         stages["amdgcn"] = lambda llir, metadata: _make_amdgcn(llir, metadata, options)
         stages["hsaco"] = lambda amdgcn, metadata: _make_hsaco(metadata, options)
@@ -112,14 +117,24 @@ class HIPBackend(BaseBackend):
         return f"hip:{self.target.arch}"
 
 
+def _matrix_cores(options: HIPOptions) -> Any:
+    """The TTGIR pass that puts dots on MFMA, when the ``mfma`` option asks; else None."""
+    if not options.mfma:
+        return None
+    from naiad.backends.hip.mfma import accelerate_matmul
+
+    return lambda func: accelerate_matmul(func, options.num_warps, options.arch)
+
+
 def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:
     from naiad.backends.hip.hooks import AMDGPUHooks
+    from naiad.backends.hip.mfma import RULES
     from naiad.backends.hip.target import data_layout, optimize
     from naiad.codegen.gpu.stages import make_llir
 
     hooks = AMDGPUHooks(options.arch, options.warp_size, data_layout(options.arch),
                         fp_fusion=options.enable_fp_fusion, waves_per_eu=options.waves_per_eu)
-    llmod = make_llir(module, metadata, hooks, options.num_warps)
+    llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES)
     metadata["warp_size"] = options.warp_size
     llir = hooks.finish_module(str(llmod), metadata["name"], metadata["shared"])
     return optimize(llir, options.arch)

@@ -1,0 +1,97 @@
+"""MFMA dots (`naiad.backends.hip.mfma`): the layouts and the rule's register gathering, run
+through the instruction's documented semantics on the host (each lane's registers as the
+layouts place them, one 32 x 32 x 8 product per wavefront and instruction) against numpy;
+and the ISA: ``v_mfma`` where the option asks and the shape fits, FMA otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from naiad.backends.hip.mfma import PACK, TILE, AmdMfma, operand_layout
+from naiad.codegen.gpu import layouts as L
+from naiad.tools import gallery
+from tests.hip.test_compile import _compile
+
+pytestmark = pytest.mark.shipped_backends
+
+LANES = 64
+
+
+def _placed(layout, shape, warps):
+    """coordinate[warp][lane][register] of every element a thread holds."""
+    linear = L.linear_of(layout, shape)
+    offsets = linear.offsets()
+
+    def thread(bases, index):
+        return np.sum([np.array(b) for i, b in enumerate(bases) if index >> i & 1] or [np.zeros(2, int)], axis=0)
+    return [[[tuple(np.array(o) + thread(linear.lanes, lane) + thread(linear.warps, warp)) for o in offsets]
+             for lane in range(LANES)] for warp in range(warps)]
+
+
+def _emulate(a, b, warps_per_cta):
+    """D = A @ B computed the way `lower_dot` drives the instruction: registers gathered from
+    the operand layouts, the documented lane semantics of v_mfma_f32_32x32x8."""
+    m, depth = a.shape
+    n = b.shape[1]
+    layout = AmdMfma(warps_per_cta)
+    warps = warps_per_cta[0] * warps_per_cta[1]
+    a_at = _placed(operand_layout(layout, 0, (m, depth)), (m, depth), warps)
+    b_at = _placed(operand_layout(layout, 1, (depth, n)), (depth, n), warps)
+    d_at = _placed(layout, (m, n), warps)
+    steps, (reps_m, reps_n) = depth // 8, layout.repetitions((m, n))
+    out = np.full((m, n), np.nan)
+    for w in range(warps):
+        for rm in range(reps_m):
+            for rn in range(reps_n):
+                acc = np.zeros((LANES, 16))
+                for s in range(steps):
+                    # the instruction: lane l gives A row l % 32 and B column l % 32, k 4 (l / 32) + j
+                    a_tile, b_tile = np.zeros((TILE, 8)), np.zeros((8, TILE))
+                    for lane in range(LANES):
+                        for j in range(PACK):
+                            ra = a_at[w][lane][PACK * (s + steps * rm) + j]
+                            rb = b_at[w][lane][PACK * (s + steps * rn) + j]
+                            a_tile[lane % 32, 4 * (lane // 32) + j] = a[ra]
+                            b_tile[4 * (lane // 32) + j, lane % 32] = b[rb]
+                    product = a_tile @ b_tile
+                    for lane in range(LANES):
+                        for v in range(16):
+                            acc[lane, v] += product[8 * (v // 4) + 4 * (lane // 32) + v % 4, lane % 32]
+                for lane in range(LANES):
+                    for v in range(16):
+                        out[d_at[w][lane][16 * (rn + reps_n * rm) + v]] = acc[lane, v]
+    return out
+
+
+@pytest.mark.parametrize("m, n, depth, warps", [(32, 32, 8, (1, 1)), (64, 64, 32, (2, 2)),
+                                                (128, 64, 16, (2, 1)), (64, 128, 64, (1, 2))])
+def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps):
+    rng = np.random.default_rng(m + n + depth)
+    a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
+    np.testing.assert_allclose(_emulate(a, b, warps), a @ b, rtol=1e-12, atol=1e-12)
+
+
+MATMUL = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{
+    n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
+                       "stride_cn")}}
+
+
+@pytest.mark.parametrize("dtype", ["*fp16", "*bf16"])
+def test_a_matmul_runs_on_mfma_when_asked(dtype):
+    signature = {**MATMUL, "a_ptr": dtype, "b_ptr": dtype, "c_ptr": dtype}
+    constexprs = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+    isa = _compile(gallery.matmul_tutorial_kernel, signature, constexprs, mfma=True).asm["amdgcn"]
+    assert isa.count("v_mfma_f32_32x32x8") == 4                 # one 32x32 tile a wave, 4 K steps
+    assert ".amdhsa_private_segment_fixed_size 0" in isa
+    plain = _compile(gallery.matmul_tutorial_kernel, signature, constexprs).asm["amdgcn"]
+    assert "v_mfma" not in plain                                # the option is off by default
+
+
+def test_shapes_off_the_tiles_and_rdna_stay_on_fma():
+    constexprs = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 8}
+    assert "v_mfma" not in _compile(gallery.matmul_tutorial_kernel, MATMUL, constexprs,
+                                    mfma=True).asm["amdgcn"]
+    constexprs = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+    assert "v_mfma" not in _compile(gallery.matmul_tutorial_kernel, MATMUL, constexprs, "gfx1100",
+                                    mfma=True).asm["amdgcn"]
