@@ -108,9 +108,13 @@ class AMDGPUHooks(GPUHooks):
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """As every target, but for the double-precision transcendental functions, which LLVM's
         AMDGPU back end has no instructions for (it would stop the process asking for a library
-        call): not available yet."""
+        call): Naiad's own ``exp``, ``exp2``, ``log``, ``log2``, ``log10``
+        (`naiad.codegen.mathlib.without_libm`); the others are not available yet."""
         base = c_base_name(symbol, ret)
         if base in _NO_F64 and lt.scalar_of(ret) == lt.F64:
+            own = without_libm.FUNCTIONS.get(base)
+            if own is not None:
+                return own(ctx, args)
             raise NotImplementedError(f"double-precision {base} is not available on the hip backend "
                                       f"yet (no device library linked) -- fix: compute it in fp32")
         return super().call_math(ctx, symbol, args, ret)

@@ -1,6 +1,8 @@
-"""Single-precision C functions for targets without a C math library (AMD GPUs without ROCm's
-device library): ``erff``, ``tanhf`` and ``expm1f`` from LLVM's ``exp`` and ``log``, which every
-GPU target lowers.  A few ulp from the correctly rounded result (tests/hip/test_math.py).
+"""C functions for targets without a C math library (AMD GPUs without ROCm's device library):
+``erff``, ``tanhf`` and ``expm1f`` from LLVM's single-precision ``exp`` and ``log``, which every
+GPU target lowers; and ``exp``, ``exp2``, ``log``, ``log2``, ``log10`` in double precision from
+multiplies, adds and ``ldexp``/``frexp`` alone (LLVM's AMDGPU back end lowers none of the five).
+A few ulp from the correctly rounded result (tests/hip/test_math.py).
 
 - ``expm1f``: Kahan's ``(u - 1) (x / log(u))`` with ``u = exp(x)``: the rounding of ``u`` cancels
   in the quotient, so small ``x`` keeps its relative precision (``x`` itself where ``u == 1``).
@@ -8,16 +10,24 @@ GPU target lowers.  A few ulp from the correctly rounded result (tests/hip/test_
 - ``erff``: below 0.84375 its Taylor series to ``x**21`` (the terms fall below 1e-9 there); above,
   ``1 - erfc``, with ``erfc`` as Numerical Recipes' Chebyshev fit ``t exp(-x*x + P(t))``,
   ``t = 1 / (1 + x/2)`` (relative error under 1.2e-7); +-1 beyond 4.
+- ``exp``: ``x = k ln2 + r`` (Cody and Waite: ``ln2`` in two parts, ``k ln2_hi`` exact),
+  ``|r| <= ln2 / 2``, ``exp(r)`` by its Taylor series to ``r**13`` (the next term is under
+  1e-17 of it), scaled by ``2**k``.  ``exp2``: ``k = rint(x)`` and ``exp((x - k) ln2)``.
+- ``log``: ``x = m 2**e`` with ``sqrt(1/2) <= m < sqrt(2)``, ``log(m) = 2 atanh(s)``,
+  ``s = (m - 1) / (m + 1)``, ``|s| < 0.172``, the odd series to ``s**23``; plus ``e ln2`` in two
+  parts.  ``log2`` and ``log10``: ``log`` times the constant.
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen.mathlib.arith import const, copysign, fabs, libm, polynomial
+from naiad.codegen import llvm_types as lt
+from naiad.codegen.mathlib.arith import const, copysign, fabs, frexp, ldexp, libm, polynomial
 
 #: erf(x) / x in powers of x*x, highest first: 2/sqrt(pi) (-1)^n / (n! (2n+1)).
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
@@ -64,4 +74,111 @@ def _erf(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return b.select(b.fcmp_unordered("<", ax, const(ctx, x, 0.84375)), series, tail)
 
 
-FUNCTIONS = {"erff": _erf, "tanhf": _tanh, "expm1f": _expm1}
+#: ln2 in two parts: the high one with 11 trailing zero bits (k ln2_hi exact for |k| < 2048).
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+#: exp(r) in powers of r, highest first: 1 / n! for n = 13 .. 0.
+_EXP_TAYLOR = tuple(1.0 / math.factorial(n) for n in range(13, -1, -1))
+#: 2 atanh(s) / s in powers of s*s, highest first: 2 / (2n + 1) for n = 11 .. 0.
+_ATANH_SERIES = tuple(2.0 / (2 * n + 1) for n in range(11, -1, -1))
+
+
+def _exp_reduced(ctx: Any, k: ir.Value, r: ir.Value, x: ir.Value) -> ir.Value:
+    """``2**k exp(r)``; +inf, 0 and NaN where ``x`` (the argument) says so."""
+    b = ctx.b
+    value = ldexp(ctx, polynomial(ctx, r, _EXP_TAYLOR), b.fptosi(k, lt.vector(lt.I32, ctx.lanes)))
+    value = b.select(b.fcmp_ordered(">", x, const(ctx, x, 709.782712893384)), const(ctx, x, math.inf), value)
+    value = b.select(b.fcmp_ordered("<", x, const(ctx, x, -745.2)), const(ctx, x, 0.0), value)
+    return b.select(b.fcmp_unordered("uno", x, x), x, value)
+
+
+def _exp_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    b = ctx.b
+    x = args[0]
+    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, const(ctx, x, -746.0)]),
+                                       const(ctx, x, 710.0)])
+    k = ctx.intrinsic("rint", [b.fmul(clamped, const(ctx, x, 1 / math.log(2)))])
+    r = ctx.intrinsic("fma", [b.fneg(k), const(ctx, x, _LN2_HI), clamped])
+    r = ctx.intrinsic("fma", [b.fneg(k), const(ctx, x, _LN2_LO), r])
+    return _exp_reduced(ctx, k, r, x)
+
+
+def _exp2_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    b = ctx.b
+    x = args[0]
+    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, const(ctx, x, -1076.0)]),
+                                       const(ctx, x, 1025.0)])
+    k = ctx.intrinsic("rint", [clamped])
+    f = b.fsub(clamped, k)                                          # exact, |f| <= 1/2
+    r = ctx.intrinsic("fma", [f, const(ctx, x, _LN2_HI), b.fmul(f, const(ctx, x, _LN2_LO))])
+    scaled = b.fmul(x, const(ctx, x, math.log(2)))                  # for the range checks only
+    return _exp_reduced(ctx, k, r, b.select(b.fcmp_unordered("uno", x, x), x, scaled))
+
+
+def _log_parts(ctx: Any, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``log(x)`` as an unevaluated sum ``hi + lo`` (finite positive ``x``): ``e ln2 + 2 s`` with
+    ``s = f / (m + 1)`` rounded, and in ``lo`` the series' rest, ``e ln2_lo`` and the rounding of
+    ``s`` (``2 ds / (1 - s*s)`` with ``ds`` from an fma), so that ``log2`` and ``log10`` keep
+    their precision when scaled."""
+    b = ctx.b
+    m, e = frexp(ctx, x)                                           # 0.5 <= m < 1
+    low = b.fcmp_ordered("<", m, const(ctx, x, math.sqrt(0.5)))
+    m = b.select(low, b.fmul(m, const(ctx, x, 2.0)), m)
+    e = b.sitofp(b.sub(e, b.zext(low, e.type)), x.type)
+    one = const(ctx, x, 1.0)
+    f = b.fsub(m, one)                                             # exact (Sterbenz)
+    denominator = b.fadd(m, one)
+    denominator_lo = b.fsub(m, b.fsub(denominator, one))           # m + 1 = den + den_lo exactly
+    s = b.fdiv(f, denominator)
+    remainder = b.fsub(ctx.intrinsic("fma", [b.fneg(s), denominator, f]), b.fmul(s, denominator_lo))
+    ds = b.fdiv(remainder, denominator)
+    z = b.fmul(s, s)
+    rest = b.fmul(b.fmul(s, z), polynomial(ctx, z, _ATANH_SERIES[:-1]))
+    correction = b.fdiv(b.fmul(const(ctx, x, 2.0), ds), b.fsub(one, z))
+    hi_e = b.fmul(e, const(ctx, x, _LN2_HI))                       # exact
+    two_s = b.fmul(const(ctx, x, 2.0), s)
+    hi = b.fadd(hi_e, two_s)
+    lo = b.fadd(b.fsub(two_s, b.fsub(hi, hi_e)), b.fadd(b.fadd(rest, correction),
+                                                        b.fmul(e, const(ctx, x, _LN2_LO))))
+    return hi, lo
+
+
+def _log_specials(ctx: Any, x: ir.Value, value: ir.Value) -> ir.Value:
+    """-inf at 0, +inf at +inf, NaN below 0 and for NaN."""
+    b = ctx.b
+    value = b.select(b.fcmp_ordered("==", x, const(ctx, x, 0.0)), const(ctx, x, -math.inf), value)
+    value = b.select(b.fcmp_ordered("==", x, const(ctx, x, math.inf)), x, value)
+    invalid = b.or_(b.fcmp_ordered("<", x, const(ctx, x, 0.0)), b.fcmp_unordered("uno", x, x))
+    return b.select(invalid, const(ctx, x, math.nan), value)
+
+
+def _log_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    hi, lo = _log_parts(ctx, args[0])
+    return _log_specials(ctx, args[0], ctx.b.fadd(hi, lo))
+
+
+def _scaled_log(factor: float) -> Any:
+    """``log(x) * factor``, ``factor`` in two parts applied to both parts of the logarithm."""
+    factor_hi, factor_lo = float(factor), _residual(factor)
+
+    def lower(ctx: Any, args: list[ir.Value]) -> ir.Value:
+        b = ctx.b
+        x = args[0]
+        hi, lo = _log_parts(ctx, x)
+        c_hi, c_lo = const(ctx, x, factor_hi), const(ctx, x, factor_lo)
+        value = ctx.intrinsic("fma", [hi, c_hi, ctx.intrinsic("fma", [hi, c_lo, b.fmul(lo, c_hi)])])
+        return _log_specials(ctx, x, value)
+    return lower
+
+
+def _residual(value: Any) -> float:
+    """What ``value`` (a high-precision constant) loses in its nearest double."""
+    return float(value - type(value)(float(value)))
+
+
+#: 1 / ln 2 and 1 / ln 10 beyond double precision (``decimal``, 40 digits).
+_INV_LN2 = Decimal("1.442695040888963407359924681001892137426645954")
+_INV_LN10 = Decimal("0.4342944819032518276511289189166050822943970058")
+
+FUNCTIONS = {"erff": _erf, "tanhf": _tanh, "expm1f": _expm1, "exp": _exp_double,
+             "exp2": _exp2_double, "log": _log_double, "log2": _scaled_log(_INV_LN2),
+             "log10": _scaled_log(_INV_LN10)}
