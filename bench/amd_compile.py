@@ -6,7 +6,8 @@ backend's (both for a GPU this machine does not have).
     python bench/amd_compile.py [--arch gfx942] [--csv PATH]
 
 Kernels: the gallery's (Triton's tutorials 01, 02, 03, 05, 06 and the dropout of 04, in fp16
-where the tutorial uses it) and every specialization tests/nvidia compiles (`COMPILE_CASES`).
+where the tutorial uses it; the dots also with the ``mfma`` option) and every specialization
+tests/nvidia compiles (`COMPILE_CASES`).
 A kernel that does not compile shows its reason.  Prints a table, writes CSV
 (bench/results/amd-compile-<arch>.csv by default).
 """
@@ -57,6 +58,12 @@ def gallery_cases() -> list[tuple[str, Any, dict, dict, int]]:
          {"Q": p16, "K": p16, "V": p16, "Out": p16, "sm_scale": "fp32", "N_CTX": "i32"},
          {"HEAD_DIM": 64, "BLOCK_M": 64, "BLOCK_N": 64}, 4),
     ]
+
+
+def mfma_cases() -> list[tuple[str, Any, dict, dict, int]]:
+    """The tutorials' dots again with the ``mfma`` option (matrix cores)."""
+    return [(f"{name} (MFMA)", fn, sig, constexprs, warps) for name, fn, sig, constexprs, warps
+            in gallery_cases() if name.startswith(("03", "06"))]
 
 
 def test_cases() -> list[tuple[str, Any, dict, dict, int]]:
@@ -110,12 +117,13 @@ def main() -> None:
 
     target = GPUTarget("hip", args.arch, wave_size(args.arch))
     rows = []
-    for name, fn, signature, constexprs, warps in gallery_cases() + test_cases():
+    cases = [(case, False) for case in gallery_cases()] + [(case, True) for case in mfma_cases()]
+    for (name, fn, signature, constexprs, warps), mfma in cases + [(c, False) for c in test_cases()]:
         attrs = {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*")}
         start = time.perf_counter()
         try:
             kernel = naiad.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                   options={"num_warps": warps})
+                                   options={"num_warps": warps, "mfma": mfma})
             figures = isa_figures(kernel.asm["amdgcn"])
             rows.append({"kernel": name, "status": "ok", **figures,
                          "compile_ms": round((time.perf_counter() - start) * 1e3)})
