@@ -138,6 +138,10 @@ def test_bad_targets_and_options_say_what_to_do():
     with pytest.raises(NaiadError, match="hip target 'sm90': an AMD GPU architecture is named "
                                          "gfx<number>"):
         _compile(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}, {"BLOCK": 64}, "sm90")
+    with pytest.raises(NaiadError, match="matrix_instr_nonkdim=8: the hip backend's MFMA instructions "
+                                         "are 32 or 16 wide -- fix: pass 32, 16, or 0"):
+        _compile(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}, {"BLOCK": 64},
+                 matrix_instr_nonkdim=8)
     with pytest.raises(NaiadError, match="num_warps=32: the hip backend needs a power of two with at "
                                          "most 1024 threads per block"):
         _compile(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}, {"BLOCK": 64},

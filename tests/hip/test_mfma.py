@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from naiad.backends.hip.mfma import PACK, TILE, AmdMfma, operand_layout
+from naiad.backends.hip.mfma import PACK, AmdMfma, operand_layout
 from naiad.codegen.gpu import layouts as L
 from naiad.tools import gallery
 from tests.hip.test_compile import _compile
@@ -29,47 +29,56 @@ def _placed(layout, shape, warps):
              for lane in range(LANES)] for warp in range(warps)]
 
 
-def _emulate(a, b, warps_per_cta):
+def _row(size, lane, v):
+    """The documented accumulator row of register ``v`` in ``lane``."""
+    if size == 32:
+        return 8 * (v // 4) + 4 * (lane // 32) + v % 4
+    return 4 * (lane // 16) + v
+
+
+def _emulate(a, b, warps_per_cta, size):
     """D = A @ B computed the way `lower_dot` drives the instruction: registers gathered from
-    the operand layouts, the documented lane semantics of v_mfma_f32_32x32x8."""
+    the operand layouts, the documented lane semantics of v_mfma_f32_{32x32x8,16x16x16}."""
     m, depth = a.shape
     n = b.shape[1]
-    layout = AmdMfma(warps_per_cta)
+    layout = AmdMfma(warps_per_cta, size)
+    count, k_step = layout.registers, layout.k_step
     warps = warps_per_cta[0] * warps_per_cta[1]
     a_at = _placed(operand_layout(layout, 0, (m, depth)), (m, depth), warps)
     b_at = _placed(operand_layout(layout, 1, (depth, n)), (depth, n), warps)
     d_at = _placed(layout, (m, n), warps)
-    steps, (reps_m, reps_n) = depth // 8, layout.repetitions((m, n))
+    steps, (reps_m, reps_n) = depth // k_step, layout.repetitions((m, n))
     out = np.full((m, n), np.nan)
     for w in range(warps):
         for rm in range(reps_m):
             for rn in range(reps_n):
-                acc = np.zeros((LANES, 16))
+                acc = np.zeros((LANES, count))
                 for s in range(steps):
-                    # the instruction: lane l gives A row l % 32 and B column l % 32, k 4 (l / 32) + j
-                    a_tile, b_tile = np.zeros((TILE, 8)), np.zeros((8, TILE))
+                    # the instruction: lane l gives A row l % S and B column l % S, k 4 (l / S) + j
+                    a_tile, b_tile = np.zeros((size, k_step)), np.zeros((k_step, size))
                     for lane in range(LANES):
                         for j in range(PACK):
                             ra = a_at[w][lane][PACK * (s + steps * rm) + j]
                             rb = b_at[w][lane][PACK * (s + steps * rn) + j]
-                            a_tile[lane % 32, 4 * (lane // 32) + j] = a[ra]
-                            b_tile[4 * (lane // 32) + j, lane % 32] = b[rb]
+                            a_tile[lane % size, 4 * (lane // size) + j] = a[ra]
+                            b_tile[4 * (lane // size) + j, lane % size] = b[rb]
                     product = a_tile @ b_tile
                     for lane in range(LANES):
-                        for v in range(16):
-                            acc[lane, v] += product[8 * (v // 4) + 4 * (lane // 32) + v % 4, lane % 32]
+                        for v in range(count):
+                            acc[lane, v] += product[_row(size, lane, v), lane % size]
                 for lane in range(LANES):
-                    for v in range(16):
-                        out[d_at[w][lane][16 * (rn + reps_n * rm) + v]] = acc[lane, v]
+                    for v in range(count):
+                        out[d_at[w][lane][count * (rn + reps_n * rm) + v]] = acc[lane, v]
     return out
 
 
-@pytest.mark.parametrize("m, n, depth, warps", [(32, 32, 8, (1, 1)), (64, 64, 32, (2, 2)),
-                                                (128, 64, 16, (2, 1)), (64, 128, 64, (1, 2))])
-def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps):
+@pytest.mark.parametrize("m, n, depth, warps, size", [
+    (32, 32, 8, (1, 1), 32), (64, 64, 32, (2, 2), 32), (128, 64, 16, (2, 1), 32), (64, 128, 64, (1, 2), 32),
+    (16, 16, 16, (1, 1), 16), (32, 64, 32, (2, 2), 16), (64, 16, 64, (4, 1), 16)])
+def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps, size):
     rng = np.random.default_rng(m + n + depth)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
-    np.testing.assert_allclose(_emulate(a, b, warps), a @ b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_emulate(a, b, warps, size), a @ b, rtol=1e-12, atol=1e-12)
 
 
 MATMUL = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{
@@ -88,8 +97,18 @@ def test_a_matmul_runs_on_mfma_when_asked(dtype):
     assert "v_mfma" not in plain                                # the option is off by default
 
 
+def test_the_instruction_size_follows_the_tiles_and_the_option():
+    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 8}
+    isa = _compile(gallery.matmul_tutorial_kernel, MATMUL, small, num_warps=1, mfma=True).asm["amdgcn"]
+    assert isa.count("v_mfma_f32_16x16x16") == 1 and "32x32" not in isa
+    big = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+    isa = _compile(gallery.matmul_tutorial_kernel, MATMUL, big, mfma=True,
+                   matrix_instr_nonkdim=16).asm["amdgcn"]
+    assert isa.count("v_mfma_f32_16x16x16") == 4 * 2 and "32x32x8" not in isa   # 4 tiles a wave, 2 K steps
+
+
 def test_shapes_off_the_tiles_and_rdna_stay_on_fma():
-    constexprs = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 8}
+    constexprs = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 8, "GROUP_SIZE_M": 8}
     assert "v_mfma" not in _compile(gallery.matmul_tutorial_kernel, MATMUL, constexprs,
                                     mfma=True).asm["amdgcn"]
     constexprs = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}

@@ -30,7 +30,8 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 @dataclasses.dataclass(frozen=True)
 class HIPOptions(BackendOptions):
     """Triton's HIPOptions where they apply; those that change nothing yet (``kpack``,
-    ``matrix_instr_nonkdim``, ``num_stages``) are accepted, as there."""
+    ``num_stages``) are accepted, as there.  ``matrix_instr_nonkdim`` picks the MFMA size (32,
+    16, or 0 for the larger that fits) where ``mfma`` is on."""
 
     num_warps: int = 4
     waves_per_eu: int = 0
@@ -91,6 +92,10 @@ class HIPBackend(BaseBackend):
         values["warp_size"] = int(self.target.warp_size or wave_size(values["arch"]))
         if isinstance(values.get("allowed_dot_input_precisions"), list):
             values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
+        if values.get("matrix_instr_nonkdim", 0) not in (0, 16, 32):
+            raise NaiadError(f"matrix_instr_nonkdim={values['matrix_instr_nonkdim']}: the hip backend's "
+                             f"MFMA instructions are 32 or 16 wide -- fix: pass 32, 16, or 0 (the "
+                             f"larger that fits)")
         num_warps = values.get("num_warps", 4)
         if num_warps < 1 or num_warps & (num_warps - 1) or num_warps * values["warp_size"] > 1024:
             raise NaiadError(f"num_warps={num_warps}: the hip backend needs a power of two with at most "
@@ -123,7 +128,8 @@ def _matrix_cores(options: HIPOptions) -> Any:
         return None
     from naiad.backends.hip.mfma import accelerate_matmul
 
-    return lambda func: accelerate_matmul(func, options.num_warps, options.arch)
+    return lambda func: accelerate_matmul(func, options.num_warps, options.arch,
+                                          options.matrix_instr_nonkdim)
 
 
 def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:
