@@ -213,6 +213,17 @@ def sample_quantiles(sorted_times: Sequence[float], quantiles: Sequence[float]) 
     return result
 
 
+def call_failed(call: str, doing: str, described: str, hint: str | None, detail: str = "") -> str:
+    """A failed driver call's message: the call, what it was doing, the library's own words for
+    the code (``described``), what to do when that is known, and ``detail`` (a log) last."""
+    message = f"{call} failed{' ' + doing if doing else ''}: {described}"
+    if hint:
+        message += f" -- {hint}"
+    if detail:
+        message += f"\n{detail}"
+    return message
+
+
 def bind_functions(owner: Any, lib: Any, signatures: dict[str, tuple], restype: Any) -> None:
     """Set each of ``lib``'s functions named in ``signatures`` (name -> argument ctypes) as an
     attribute of ``owner``, typed: what a ctypes driver's library wrapper does first."""

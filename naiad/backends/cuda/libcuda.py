@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from naiad.backends.driver import bind_functions
+from naiad.backends.driver import bind_functions, call_failed
 from naiad.errors import NaiadError
 
 _WINDOWS = sys.platform == "win32"
@@ -107,12 +107,7 @@ def describe(cuda: LibCUDA, code: int) -> str:
 def cuda_error(cuda: LibCUDA, code: int, call: str, doing: str = "", detail: str = "") -> CUDAError:
     """The error for a failed libcuda call: the call, what it was doing, CUDA's text for the
     code, what to do when that is known, and ``detail`` (a log) last."""
-    message = f"{call} failed{' ' + doing if doing else ''}: {describe(cuda, code)}"
-    if code in _HINTS:
-        message += f" -- {_HINTS[code]}"
-    if detail:
-        message += f"\n{detail}"
-    return CUDAError(message, code)
+    return CUDAError(call_failed(call, doing, describe(cuda, code), _HINTS.get(code), detail), code)
 
 
 def _open_libcuda() -> Any:

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any
 
-from naiad.backends.driver import bind_functions
+from naiad.backends.driver import bind_functions, call_failed
 from naiad.errors import NaiadError
 
 _P, _INT, _UINT = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
@@ -89,12 +89,7 @@ class LibHIP:
 def hip_error(hip: LibHIP, code: int, call: str, doing: str = "", detail: str = "") -> HIPError:
     name = (hip.hipGetErrorName(code) or b"").decode() or f"hipError {code}"
     text = (hip.hipGetErrorString(code) or b"").decode()
-    message = f"{call} failed{' ' + doing if doing else ''}: {name} ({code}): {text}"
-    if code in _HINTS:
-        message += f" -- {_HINTS[code]}"
-    if detail:
-        message += f"\n{detail}"
-    return HIPError(message, code)
+    return HIPError(call_failed(call, doing, f"{name} ({code}): {text}", _HINTS.get(code), detail), code)
 
 
 def find_libhip() -> str | None:
