@@ -1,7 +1,8 @@
 """C functions for targets without a C math library (AMD GPUs without ROCm's device library):
 ``erff``, ``tanhf`` and ``expm1f`` from LLVM's single-precision ``exp`` and ``log``, which every
-GPU target lowers; and ``exp``, ``exp2``, ``log``, ``log2``, ``log10`` in double precision from
-multiplies, adds and ``ldexp``/``frexp`` alone (LLVM's AMDGPU back end lowers none of the five).
+GPU target lowers; and ``exp``, ``exp2``, ``log``, ``log2``, ``log10``, ``sin``, ``cos`` in double
+precision from integer and float arithmetic and ``ldexp``/``frexp`` alone (LLVM's AMDGPU back end
+lowers none of them).
 A few ulp from the correctly rounded result (tests/hip/test_math.py).
 
 - ``expm1f``: Kahan's ``(u - 1) (x / log(u))`` with ``u = exp(x)``: the rounding of ``u`` cancels
@@ -16,6 +17,9 @@ A few ulp from the correctly rounded result (tests/hip/test_math.py).
 - ``log``: ``x = m 2**e`` with ``sqrt(1/2) <= m < sqrt(2)``, ``log(m) = 2 atanh(s)``,
   ``s = (m - 1) / (m + 1)``, ``|s| < 0.172``, the odd series to ``s**23``; plus ``e ln2`` in two
   parts.  ``log2`` and ``log10``: ``log`` times the constant.
+- ``sin``, ``cos``: Payne and Hanek's reduction by pi/2 for every argument from 2**-10 up (the
+  argument's 53-bit significand times a 192-bit window of 2/pi's bits, in 64-bit integers: the
+  quadrant and 128 bits of the remainder), then Taylor series to ``r**21`` / ``r**22``.
 """
 
 from __future__ import annotations
@@ -182,3 +186,135 @@ _INV_LN10 = Decimal("0.4342944819032518276511289189166050822943970058")
 FUNCTIONS = {"erff": _erf, "tanhf": _tanh, "expm1f": _expm1, "exp": _exp_double,
              "exp2": _exp2_double, "log": _log_double, "log2": _scaled_log(_INV_LN2),
              "log10": _scaled_log(_INV_LN10)}
+
+
+# -- double-precision sin and cos: Payne and Hanek's reduction by pi/2 with 2/pi's bits ---------
+def _two_over_pi_words(count: int = 20) -> tuple[int, ...]:
+    """The bits of 2/pi after 64 zero bits, as ``count`` 64-bit words (most significant first):
+    bit ``i`` of the string is 2/pi's bit ``i - 63`` (its first fractional bit at ``i = 64``)."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 420
+    pi = Decimal(0)                                # Machin: pi = 16 atan(1/5) - 4 atan(1/239)
+    for weight, n in ((16, 5), (-4, 239)):
+        term, k, power = Decimal(0), 0, Decimal(1) / n
+        while power > Decimal(10) ** -415:
+            term += power / (2 * k + 1) * (-1) ** k
+            power /= n * n
+            k += 1
+        pi += weight * term
+    bits = int((2 / pi) * (Decimal(2) ** (64 * (count - 1))))       # 2/pi's first 64 (count - 1) bits
+    return tuple((bits >> (64 * (count - 1 - w))) & (2**64 - 1) if w else 0 for w in range(count))
+
+
+_WORDS = _two_over_pi_words()
+_MASK64 = 2**64 - 1
+#: sin(r) / r - 1 and (cos(r) - 1 + r*r/2) / r**4 in powers of r*r, highest first.
+_SIN_SERIES = tuple((-1) ** n / math.factorial(2 * n + 1) for n in range(10, 0, -1))
+_COS_SERIES = tuple((-1) ** n / math.factorial(2 * n) for n in range(11, 1, -1))
+#: Below this, x is its own reduced argument.
+_REDUCE_FROM = 2.0 ** -10
+
+
+def _mul_wide(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(high, low) 64-bit halves of the 128-bit product of two unsigned 64-bit integers."""
+    i128 = ir.IntType(128)
+    product = b.mul(b.zext(x, i128), b.zext(y, i128))
+    return b.trunc(b.lshr(product, ir.Constant(i128, 64)), lt.I64), b.trunc(product, lt.I64)
+
+
+def _reduce(ctx: Any, ax: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``(q, r)``: ``ax = q pi/2 + r`` (q modulo 4, an i64; |r| <= pi/4), for finite ``ax >= 0``:
+    ``ax = m 2**k`` times a 192-bit window of 2/pi's bits from bit ``k - 1`` on (the bits before
+    it add multiples of 4) is ``2**190 ax 2/pi`` but for those multiples: the product's bits
+    190-191 are the quadrant and the 128 below them the fraction."""
+    b = ctx.b
+    i64 = lt.I64
+
+    def c64(v: int) -> ir.Constant:
+        return ir.Constant(i64, v)
+    bits = b.bitcast(ax, i64)
+    biased = b.and_(b.lshr(bits, c64(52)), c64(0x7FF))
+    m = b.or_(b.and_(bits, c64(2**52 - 1)), c64(2**52))
+    start = b.add(biased, c64(-1075 + 62))                       # i0 = k + 62 (k >= -62 here)
+    start = b.select(b.icmp_signed("<", start, c64(0)), c64(0), start)
+    table = _word_table(ctx)
+    word, shift = b.lshr(start, c64(6)), b.and_(start, c64(63))
+    back = b.sub(c64(64), shift)
+
+    def window(n: int) -> ir.Value:
+        first = b.load(b.gep(table, [c64(0), b.add(word, c64(n))]), typ=i64)
+        second = b.load(b.gep(table, [c64(0), b.add(word, c64(n + 1))]), typ=i64)
+        joined = b.or_(b.shl(first, shift), b.lshr(second, back))
+        return b.select(b.icmp_unsigned("==", shift, c64(0)), first, joined)
+    w0, w1, w2 = window(0), window(1), window(2)
+    h2, l2 = _mul_wide(b, m, w2)
+    h1, l1 = _mul_wide(b, m, w1)
+    l0 = b.mul(m, w0)                                              # its high half: bits >= 192
+    limb1 = b.add(h2, l1)
+    carry1 = b.zext(b.icmp_unsigned("<", limb1, h2), i64)
+    limb2 = b.add(b.add(h1, l0), carry1)         # (its carry and h0 only add multiples of 4)
+    q = b.and_(b.lshr(limb2, c64(62)), c64(3))                     # bits 190-191
+    high = b.or_(b.shl(limb2, c64(2)), b.lshr(limb1, c64(62)))     # fraction bits 126-189
+    low = b.or_(b.shl(limb1, c64(2)), b.lshr(l2, c64(62)))         # and 62-125
+    upper = b.icmp_signed("<", high, c64(0))                     # fraction >= 1/2: round up
+    neg_low = b.sub(c64(0), low)
+    neg_high = b.sub(b.xor(high, c64(-1)), b.zext(b.icmp_unsigned("!=", low, c64(0)), i64))
+    neg_high = b.add(neg_high, c64(1))
+    high, low = b.select(upper, neg_high, high), b.select(upper, neg_low, low)
+    q = b.and_(b.add(q, b.zext(upper, i64)), c64(3))
+    f64 = lt.scalar_of(ax.type)
+    fraction = b.fadd(b.fmul(b.uitofp(high, f64), ir.Constant(f64, 2.0 ** -64)),
+                      b.fmul(b.uitofp(low, f64), ir.Constant(f64, 2.0 ** -128)))
+    r = b.fmul(fraction, ir.Constant(f64, math.pi / 2))
+    return q, b.select(upper, b.fneg(r), r)
+
+
+def _word_table(ctx: Any) -> ir.Value:
+    module, name = ctx.module, "naiad_two_over_pi"
+    table = module.globals.get(name)
+    if table is None:
+        space = getattr(ctx.hooks, "constant_addrspace", 0)
+        ty = ir.ArrayType(lt.I64, len(_WORDS))
+        table = ir.GlobalVariable(module, ty, name, addrspace=space)
+        table.initializer = ir.Constant(ty, [ir.Constant(lt.I64, w - 2**64 if w >= 2**63 else w)
+                                             for w in _WORDS])
+        table.global_constant = True
+        table.linkage = "internal"
+    return table
+
+
+def _sin_cos_reduced(ctx: Any, r: ir.Value) -> tuple[ir.Value, ir.Value]:
+    b = ctx.b
+    z = b.fmul(r, r)
+    sine = ctx.intrinsic("fma", [b.fmul(r, z), polynomial(ctx, z, _SIN_SERIES), r])
+    cosine = b.fadd(const(ctx, r, 1.0), ctx.intrinsic("fma", [b.fmul(z, z), polynomial(ctx, z, _COS_SERIES),
+                                                              b.fmul(const(ctx, r, -0.5), z)]))
+    return sine, cosine
+
+
+def _trig(cosine_of: bool) -> Any:
+    def lower(ctx: Any, args: list[ir.Value]) -> ir.Value:
+        b = ctx.b
+        x = args[0]
+        ax = fabs(ctx, x)
+        direct = b.fcmp_unordered("<", ax, const(ctx, x, _REDUCE_FROM))
+        finite = b.fcmp_ordered("<", ax, const(ctx, x, math.inf))
+        q, r = _reduce(ctx, b.select(finite, ax, const(ctx, x, 1.0)))
+        q = b.select(direct, ir.Constant(lt.I64, 0), q)
+        r = b.select(direct, ax, r)
+        sine, cosine = _sin_cos_reduced(ctx, r)
+        if cosine_of:                      # cos(x) = cos(|x|): quadrants cos, -sin, -cos, sin
+            q = b.add(q, ir.Constant(lt.I64, 1))
+        odd = b.icmp_unsigned("!=", b.and_(q, ir.Constant(lt.I64, 1)), ir.Constant(lt.I64, 0))
+        negative = b.icmp_unsigned("!=", b.and_(q, ir.Constant(lt.I64, 2)), ir.Constant(lt.I64, 0))
+        value = b.select(odd, cosine, sine)
+        value = b.select(negative, b.fneg(value), value)
+        if not cosine_of:
+            value = b.select(b.fcmp_ordered("<", x, const(ctx, x, 0.0)), b.fneg(value), value)
+            value = b.select(b.fcmp_ordered("==", x, const(ctx, x, 0.0)), x, value)   # sin(-0) = -0
+        return b.select(finite, value, const(ctx, x, math.nan))
+    return lower
+
+
+FUNCTIONS.update({"sin": _trig(False), "cos": _trig(True)})
