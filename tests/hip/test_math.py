@@ -5,6 +5,8 @@ run against SciPy / numpy in double precision, over random and edge values, one 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,8 +19,9 @@ MAX_ULPS = 4
 MAX_DOUBLE_ULPS = 2
 
 
-def _compiled(name: str, lanes: int, double: bool = False):
-    """The function over ``lanes`` floats (doubles), as a host function ``f(in *, out *)``."""
+def _compiled(name: str, lanes: int, double: bool = False, arity: int = 1):
+    """The function over ``lanes`` floats (doubles), as a host function ``f(in *, out *)`` (with
+    ``arity`` 2: ``f(x *, y *, out *)``)."""
     import llvmlite.binding as llvm
     import llvmlite.ir as ir
 
@@ -31,23 +34,23 @@ def _compiled(name: str, lanes: int, double: bool = False):
     module = ir.Module()
     module.triple = llvm.get_process_triple()
     pointer = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer, pointer]), "f")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * (arity + 1)), "f")
     b = ir.IRBuilder(fn.append_basic_block())
     element = ir.DoubleType() if double else ir.FloatType()
     ty = element if lanes == 1 else ir.VectorType(element, lanes)
     ctx = elementwise.Lowering(b, TargetHooks(), lanes)
-    value = b.load(fn.args[0], typ=ty, align=4)
-    b.store(without_libm.FUNCTIONS[name](ctx, [value]), fn.args[1]).align = 4
+    values = [b.load(fn.args[i], typ=ty, align=4) for i in range(arity)]
+    b.store(without_libm.FUNCTIONS[name](ctx, values), fn.args[arity]).align = 4
     b.ret_void()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
                                         llvm.Target.from_default_triple().create_target_machine())
     engine.finalize_object()
-    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(engine.get_function_address("f"))
+    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (arity + 1))(engine.get_function_address("f"))
 
-    def run(xs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(xs)
-        for i in range(0, len(xs), lanes):
-            call(xs[i:].ctypes.data, out[i:].ctypes.data)
+    def run(*inputs: np.ndarray) -> np.ndarray:
+        out = np.empty_like(inputs[0])
+        for i in range(0, len(out), lanes):
+            call(*[x[i:].ctypes.data for x in inputs], out[i:].ctypes.data)
         return out
     run.engine = engine
     return run
@@ -153,3 +156,49 @@ def test_sine_and_cosine_over_the_whole_range(name):
 def test_sine_and_cosine_special_values(name, x, want):
     got = _compiled(name, 1, double=True)(np.array([x], np.float64))[0]
     assert (np.isnan(got) and np.isnan(want)) or (got == want and np.signbit(got) == np.signbit(want))
+
+
+def _c_pow() -> Any:
+    """The C library's own ``pow`` (C99's special cases, within an ulp elsewhere)."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.pow.argtypes, libm.pow.restype = (ctypes.c_double, ctypes.c_double), ctypes.c_double
+    vectorized = np.vectorize(libm.pow, otypes=[np.float64])
+
+    def c_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return vectorized(x, y)
+    return c_pow
+
+
+def test_pow_within_an_ulp_or_two_and_c99_special_cases():
+    rng = np.random.default_rng(17)
+    bases = np.concatenate([10.0 ** rng.uniform(-300, 300, 1500), rng.uniform(0, 4, 1500),
+                            -rng.uniform(0, 4, 500)])
+    powers = np.concatenate([rng.uniform(-30, 30, 1500), rng.uniform(-500, 500, 1500),
+                             rng.integers(-40, 40, 500).astype(np.float64)])
+    specials = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, np.inf, -np.inf, np.nan]
+    grid = np.array([(a, c) for a in specials for c in specials], np.float64)
+    got = _compiled("pow", 1, double=True, arity=2)(bases, powers)
+    want = _c_pow()(bases, powers)
+    ulps = _ulps(got, want)
+    worst = int(np.argmax(ulps))
+    assert ulps.max() <= MAX_DOUBLE_ULPS, f"pow({bases[worst]!r}, {powers[worst]!r}) = {got[worst]!r}"
+    x, y = grid[:, 0].copy(), grid[:, 1].copy()
+    got, want = _compiled("pow", 1, double=True, arity=2)(x, y), _c_pow()(x, y)
+    for a, c, g, w in zip(x, y, got, want):
+        exact = np.isinf(w) or w == 0 or np.isnan(w) or w in (1.0, -1.0)
+        if exact:
+            assert (np.isnan(g) and np.isnan(w)) or (g == w and np.signbit(g) == np.signbit(w)), (a, c, g, w)
+        else:
+            assert _ulps(np.array([g]), np.array([w]))[0] <= 1, (a, c, g, w)
+
+
+def test_exp10_within_an_ulp():
+    rng = np.random.default_rng(19)
+    xs = np.concatenate([rng.uniform(-330, 309, 3000), rng.uniform(-1, 1, 2000),
+                         [0.0, 308.25, 308.26, -323.3, -324.0, np.inf, -np.inf]])
+    got = _compiled("exp10", 1, double=True)(xs)
+    with np.errstate(all="ignore"):
+        want = 10.0 ** xs
+    ulps = _ulps(got, want)
+    assert ulps.max() <= MAX_DOUBLE_ULPS, xs[int(np.argmax(ulps))]

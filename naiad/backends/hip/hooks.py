@@ -108,8 +108,7 @@ class AMDGPUHooks(GPUHooks):
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """As every target, but for the double-precision transcendental functions, which LLVM's
         AMDGPU back end has no instructions for (it would stop the process asking for a library
-        call): Naiad's own ``exp``, ``exp2``, ``log``, ``log2``, ``log10``, ``sin``, ``cos``
-        (`naiad.codegen.mathlib.without_libm`); ``pow`` and ``exp10`` are not available yet."""
+        call): Naiad's own (`naiad.codegen.mathlib.without_libm`)."""
         base = c_base_name(symbol, ret)
         if base in _NO_F64 and lt.scalar_of(ret) == lt.F64:
             own = without_libm.FUNCTIONS.get(base)

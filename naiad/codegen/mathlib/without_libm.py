@@ -1,8 +1,8 @@
 """C functions for targets without a C math library (AMD GPUs without ROCm's device library):
 ``erff``, ``tanhf`` and ``expm1f`` from LLVM's single-precision ``exp`` and ``log``, which every
-GPU target lowers; and ``exp``, ``exp2``, ``log``, ``log2``, ``log10``, ``sin``, ``cos`` in double
-precision from integer and float arithmetic and ``ldexp``/``frexp`` alone (LLVM's AMDGPU back end
-lowers none of them).
+GPU target lowers; and ``exp``, ``exp2``, ``exp10``, ``log``, ``log2``, ``log10``, ``sin``,
+``cos``, ``pow`` in double precision from integer and float arithmetic and ``ldexp``/``frexp``
+alone (LLVM's AMDGPU back end lowers none of them).
 A few ulp from the correctly rounded result (tests/hip/test_math.py).
 
 - ``expm1f``: Kahan's ``(u - 1) (x / log(u))`` with ``u = exp(x)``: the rounding of ``u`` cancels
@@ -20,6 +20,8 @@ A few ulp from the correctly rounded result (tests/hip/test_math.py).
 - ``sin``, ``cos``: Payne and Hanek's reduction by pi/2 for every argument from 2**-10 up (the
   argument's 53-bit significand times a 192-bit window of 2/pi's bits, in 64-bit integers: the
   quadrant and 128 bits of the remainder), then Taylor series to ``r**21`` / ``r**22``.
+- ``pow``: ``exp(y log|x|)`` with the logarithm and the product each kept as two doubles
+  (`_exp_of_sum`), C99's special cases; ``exp10``: ``exp(x ln10)`` the same way.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.mathlib.arith import const, copysign, fabs, frexp, ldexp, libm, polynomial
+from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, ldexp, libm, polynomial,
+                                         two_product, two_sum)
 
 #: erf(x) / x in powers of x*x, highest first: 2/sqrt(pi) (-1)^n / (n! (2n+1)).
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
@@ -318,3 +321,75 @@ def _trig(cosine_of: bool) -> Any:
 
 
 FUNCTIONS.update({"sin": _trig(False), "cos": _trig(True)})
+
+
+# -- double-precision pow and exp10: exp of a product kept as two doubles ---------------------------
+_LN10 = Decimal("2.302585092994045684017991454684364207601101488628772976033")
+
+
+def _exp_of_sum(ctx: Any, hi: ir.Value, lo: ir.Value) -> ir.Value:
+    """``exp(hi + lo)`` (``|lo|`` tiny beside ``hi``): reduced by ``ln2`` from ``hi``, ``lo``
+    added to the remainder; +inf, 0 and NaN as ``hi`` says."""
+    b = ctx.b
+    hi, lo = _normalized(ctx, hi, lo)
+    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [hi, const(ctx, hi, -746.0)]),
+                                       const(ctx, hi, 710.0)])
+    k = ctx.intrinsic("rint", [b.fmul(clamped, const(ctx, hi, 1 / math.log(2)))])
+    r = ctx.intrinsic("fma", [b.fneg(k), const(ctx, hi, _LN2_HI), clamped])
+    r = b.fadd(ctx.intrinsic("fma", [b.fneg(k), const(ctx, hi, _LN2_LO), r]), lo)
+    return _exp_reduced(ctx, k, r, hi)
+
+
+def _normalized(ctx: Any, hi: ir.Value, lo: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``hi + lo`` as the rounded sum and its error (``lo`` then below half an ulp of ``hi``);
+    an infinite ``hi`` is kept with no error."""
+    total, error = two_sum(ctx, hi, lo)
+    finite = ctx.b.fcmp_ordered("<", fabs(ctx, total), const(ctx, hi, math.inf))
+    return ctx.b.select(finite, total, hi), ctx.b.select(finite, error, const(ctx, hi, 0.0))
+
+
+def _exp10_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    x = args[0]
+    hi, error = two_product(ctx, x, const(ctx, x, float(_LN10)))
+    lo = ctx.intrinsic("fma", [x, const(ctx, x, _residual(_LN10)), error])
+    return _exp_of_sum(ctx, hi, lo)
+
+
+def _pow_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    """C's ``pow``: ``exp(y log|x|)`` with ``log|x|`` and the product as two doubles each, the
+    sign of a negative base to an odd integer power, and C99's special cases."""
+    b = ctx.b
+    x, y = args
+    zero, one, inf = const(ctx, x, 0.0), const(ctx, x, 1.0), const(ctx, x, math.inf)
+    ax = fabs(ctx, x)
+    log_hi, log_lo = _normalized(ctx, *_log_parts(ctx, b.select(b.fcmp_ordered("==", ax, zero), one,
+                                                                 b.select(b.fcmp_ordered("==", ax, inf), one, ax))))
+    hi, error = two_product(ctx, y, log_hi)
+    value = _exp_of_sum(ctx, hi, ctx.intrinsic("fma", [y, log_lo, error]))
+    integer = b.fcmp_ordered("==", ctx.intrinsic("rint", [y]), y)
+    half = b.fmul(y, const(ctx, y, 0.5))
+    odd = b.and_(integer, b.fcmp_ordered("!=", ctx.intrinsic("rint", [half]), half))
+    negative = b.fcmp_ordered("<", x, zero)
+    value = b.select(b.and_(negative, odd), b.fneg(value), value)
+    value = b.select(b.and_(negative, b.xor(integer, ir.Constant(ir.IntType(1), 1))),
+                     const(ctx, x, math.nan), value)
+    # |x| = 0 or inf: 0 or inf by the sign of y (and x's sign for odd integer y)
+    big = b.fcmp_ordered(">", y, zero)
+    at_zero = b.select(big, zero, inf)
+    at_inf = b.select(big, inf, zero)
+    edge = b.select(b.fcmp_ordered("==", ax, zero), at_zero, at_inf)
+    edge = b.select(b.and_(odd, b.fcmp_ordered("<", copysign(ctx, one, x), zero)), b.fneg(edge), edge)
+    value = b.select(b.or_(b.fcmp_ordered("==", ax, zero), b.fcmp_ordered("==", ax, inf)), edge, value)
+    # y = +-inf: by |x| against 1 (|x| = 1: 1)
+    beyond = b.fcmp_ordered(">", ax, one)
+    to_inf = b.select(b.fcmp_ordered(">", y, zero), b.select(beyond, inf, zero),
+                      b.select(beyond, zero, inf))
+    to_inf = b.select(b.fcmp_ordered("==", ax, one), one, to_inf)
+    value = b.select(b.fcmp_ordered("==", fabs(ctx, y), inf), to_inf, value)
+    value = b.select(b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y)),
+                     const(ctx, x, math.nan), value)
+    one_result = b.or_(b.fcmp_ordered("==", y, zero), b.fcmp_ordered("==", x, one))
+    return b.select(one_result, one, value)
+
+
+FUNCTIONS.update({"exp10": _exp10_double, "pow": _pow_double})
