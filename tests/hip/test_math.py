@@ -202,3 +202,18 @@ def test_exp10_within_an_ulp():
         want = 10.0 ** xs
     ulps = _ulps(got, want)
     assert ulps.max() <= MAX_DOUBLE_ULPS, xs[int(np.argmax(ulps))]
+
+
+def test_erf_in_double_precision_within_an_ulp():
+    """Against mpmath: the series near 0, 1 - erfc through the fitted intervals, 1 from 6 on."""
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(23)
+    xs = np.concatenate([rng.uniform(-7, 7, 3000), 10.0 ** rng.uniform(-300, 0, 500) * rng.choice([-1.0, 1.0], 500),
+                         [0.0, 0.84375, 2.0, 4.0, 6.0, 5.9999999, -6.5]]).astype(np.float64)
+    got = _compiled("erf", 1, double=True)(xs)
+    with mpmath.workprec(200):
+        want = np.array([float(mpmath.erf(mpmath.mpf(float(x)))) for x in xs])
+    ulps = _ulps(got, want)
+    assert ulps.max() <= 1, xs[int(np.argmax(ulps))]
+    specials = _compiled("erf", 1, double=True)(np.array([np.nan, np.inf, -np.inf, -0.0]))
+    assert np.isnan(specials[0]) and list(specials[1:3]) == [1.0, -1.0] and np.signbit(specials[3])
