@@ -398,3 +398,20 @@ def test_the_knob_turns_native_launches_off(monkeypatch):
     kernel[(1,)](x, x, out, 2.0, 64, BLOCK=64)
     kernel[(1,)](x, x, out, 2.0, 64, BLOCK=64)
     assert kernel._native.entry is not None and len(kernel._native.variants) == 1
+
+
+def test_a_kernel_without_a_work_estimate_is_split_by_the_python_path(monkeypatch):
+    """Several programs on several threads with no estimate yet (`WorkEstimate.program_s`
+    None): the builtin steps aside cleanly, with no error left pending."""
+    monkeypatch.setenv("NAIAD_CPU_THREADS", "2")
+    kernel = JITFunction(axpy.fn)                      # loaded anew, with two threads
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros_like(x)
+    launched = kernel[(4,)](x, x, out, 1.0, 256, BLOCK=64)
+    kernel[(4,)](x, x, out, 1.0, 256, BLOCK=64)
+    assert kernel._native.entry is not None
+    launched.launcher.work.program_s = None
+    out[:] = 0
+    kernel[(4,)](x, x, out, 2.0, 256, BLOCK=64)
+    np.testing.assert_array_equal(out, 3 * x)
+    assert launched.launcher.work.program_s is not None          # the Python path timed it

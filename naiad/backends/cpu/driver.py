@@ -332,16 +332,18 @@ class CPUNativeLaunch:
             f.place(check)
             estimate = f.capi("PyObject_GetAttr", f.object(self.launcher.work), f.object("program_s"))
             f.checked(estimate, not_here)
-            known = f.value(f"icmp ne ptr {estimate}, {f.object(None)}")
+            known, unknown = f.fresh("known"), f.fresh("unknown")
+            f.branch(f.same(estimate, f.object(None)), unknown, known)
+            f.place(unknown)                  # no estimate yet: the Python path times a slice
+            f.decref(estimate)
+            f.jump(not_here)
+            f.place(known)
             seconds = f.capi("PyFloat_AsDouble", estimate)
             f.decref(estimate)
-            f.unless(known, not_here)
             work = f.value(f"fmul double {seconds}, {f.value(f'sitofp i64 {total} to double')}")
             f.unless(f.value(f"fcmp olt double {work}, {double(OPENMP_WORK_S)}"), not_here)
             f(f"store i1 true, ptr {timed}")
-            f.jump(run)
-        else:
-            f.jump(run)
+        f.jump(run)
         f.place(run)
         header = f.value(f"alloca [{3 + len(self.slots)} x i64]")
         for offset, value in enumerate((gx, gy, gz, "0", total)):
