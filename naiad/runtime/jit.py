@@ -253,7 +253,7 @@ class JITFunction(KernelFunction, KernelInterface):
             if len(self._fast) >= _FAST_ENTRIES:
                 self._fast.clear()
             prepared = self._fast[fast_key] = _Prepared(kernel, driver, target, key, snapshot)
-            self._native.offer(prepared, bound, given, _native_state_guards())
+            self._native.offer(prepared, bound, given, _native_state_guards)
         return kernel
 
     def _check_options(self, options: dict[str, Any], backend: str, target: Any) -> None:

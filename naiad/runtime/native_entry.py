@@ -24,6 +24,7 @@ import ctypes
 import sys
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
+from naiad.runtime.array_address import numpy_address
 from naiad.runtime.native_code import IRFunction, NativeModule, TUPLE_ITEMS, TUPLE_SIZE
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -92,7 +93,7 @@ def expectation(param: Any, value: Any, slot_type: str | None) -> tuple | None:
         return ("tensor", kind, value.dtype, device, value.data_ptr() % 16 == 0)
     numpy = sys.modules.get("numpy")
     if numpy is not None and kind is numpy.ndarray and _pointer(slot_type) and _NDARRAY.usable():
-        return ("ndarray", kind, value.dtype, value.ctypes.data % 16 == 0, bool(value.flags.writeable))
+        return ("ndarray", kind, value.dtype, numpy_address(value) % 16 == 0, bool(value.flags.writeable))
     if kind is int:
         if value == 1:
             return ("one", slot_type) if slot_type in (None, "i32", "i64") else None
@@ -124,8 +125,6 @@ class _NdarrayLayout:
 
     def usable(self) -> bool:
         if self._usable is None:
-            import ctypes
-
             import numpy
 
             arrays = [numpy.arange(8.0), numpy.arange(8.0)[1:], numpy.zeros((2, 3), numpy.int8).T]
@@ -221,7 +220,6 @@ def variant_function(params: Sequence[str], variant: Variant) -> tuple[NativeMod
     writer.option_count = f.value("alloca i64")
     f(f"store i64 %count, ptr {writer.option_count}")
     writer.slots = f.value(f"alloca [{max(1, len(variant.launch.slots))} x i64]")
-    writer.overflow = f.value("alloca i32")
     writer.grid_object = f.value("alloca ptr")
     writer.dims = f.value("alloca [3 x i64]")
     writer.variant(variant)
@@ -276,7 +274,7 @@ class _Writer:
     def keywords(self) -> None:
         """Keyword arguments to their parameters; the others are options, kept in order."""
         f = self.f
-        loop, body, done, next_ = f.fresh("kwloop"), f.fresh("kwbody"), f.fresh("kwdone"), f.fresh("kwnext")
+        loop, done, next_ = f.fresh("kwloop"), f.fresh("kwdone"), f.fresh("kwnext")
         counter = f.value("alloca i64")
         f(f"store i64 0, ptr {counter}")
         count = f.value("alloca i64")

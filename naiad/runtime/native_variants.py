@@ -35,7 +35,6 @@ class NativeEntries:
     from it is marked ``unbuilt`` again."""
 
     def __init__(self) -> None:
-        self.variants: list[Variant] = []
         self.builds = 0
         self.entry: Callable[..., Any] | None = None
         #: Why the last build failed (a bug of the builder: the Python path goes on).
@@ -47,6 +46,11 @@ class NativeEntries:
         self._fallback: Callable[..., Any] | None = None
         self._missing: Any = None
 
+    @property
+    def variants(self) -> list[Variant]:
+        """The variants in the table, oldest first."""
+        return [v for v, _, _ in self._kept]
+
     def start(self, fn: Any, fallback: Callable[..., Any], missing: Any) -> None:
         """Remember the function and make the builtin now if building can happen (it calls
         ``fallback`` until a variant is in): the launch entries taken from then on are the
@@ -55,13 +59,17 @@ class NativeEntries:
         self._dispatcher()
 
     def offer(self, prepared: Any, bound: dict[str, Any], options: dict[str, Any],
-              state_guards: list[tuple] | None) -> None:
+              state_guards: Callable[[], list[tuple] | None]) -> None:
         """Make the variant of the warm launch just prepared, when it can run natively (after
         `start`); it is compiled at the launch's first repetition (`adopt`): a kernel launched
-        once, or a cold start, pays nothing for it."""
-        if not self._open() or state_guards is None or self._fn is None:
+        once, or a cold start, pays nothing for it.  ``state_guards()`` gives the guards on the
+        launch key's state (None: none can be written), asked only when a variant is made."""
+        if not self._open() or self._fn is None:
             return
-        prepared.variant = make_variant(self._fn, prepared, bound, options, state_guards)
+        guards = state_guards()
+        if guards is None:
+            return
+        prepared.variant = make_variant(self._fn, prepared, bound, options, guards)
         prepared.unbuilt = prepared.variant is not None     # built at its first warm launch
 
     def adopt(self, prepared: Any) -> None:
@@ -82,7 +90,6 @@ class NativeEntries:
         for _, dropped, _ in kept[:-(MAX_VARIANTS - 1)]:
             dropped.unbuilt = True
         self._kept = kept[-(MAX_VARIANTS - 1):] + [(variant, prepared, address)]
-        self.variants = [v for v, _, _ in self._kept]
         self._table.set([a for _, _, a in self._kept])
 
     def _dispatcher(self) -> bool:

@@ -171,7 +171,6 @@ class CUDALauncher:
                     raise self.driver.launch_error(code, self.name, function, grid, block, shared)
         return run
 
-
     def native_launch(self, module: Any, function: Any) -> "CUDANativeLaunch | None":
         """The warm launch as native code (`naiad.runtime.native_entry.NativeLaunch`), made, as
         `direct`'s, right after a checked launch on the current device; None for kernels that
