@@ -24,7 +24,6 @@ import ctypes
 import sys
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
-from naiad.runtime.array_address import numpy_address
 from naiad.runtime.native_code import IRFunction, NativeModule, TUPLE_ITEMS, TUPLE_SIZE
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -93,6 +92,8 @@ def expectation(param: Any, value: Any, slot_type: str | None) -> tuple | None:
         return ("tensor", kind, value.dtype, device, value.data_ptr() % 16 == 0)
     numpy = sys.modules.get("numpy")
     if numpy is not None and kind is numpy.ndarray and _pointer(slot_type) and _NDARRAY.usable():
+        from naiad.runtime.array_address import numpy_address     # (it probes numpy on import)
+
         return ("ndarray", kind, value.dtype, numpy_address(value) % 16 == 0, bool(value.flags.writeable))
     if kind is int:
         if value == 1:
