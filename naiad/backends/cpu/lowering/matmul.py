@@ -123,21 +123,69 @@ def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Val
 
 def _next_step(kernel: Any, load: Any) -> ir.Value | None:
     """How many elements the pointers of ``load`` move by the next trip of the `scf.for`
-    around it, when they are ``tt.addptr(base, tt.splat(acc))`` and the loop yields ``acc +
-    step`` with ``step`` computed before the loop (what the loop-carried-pointers pass makes
-    of ``ptrs += step``)."""
-    ptr = load.ptr.owner
-    if not isinstance(ptr, tt.AddPtrOp) or not isinstance(ptr.offset.owner, tt.SplatOp):
+    around it (an i64), when they move by the same amount everywhere: pointers computed from
+    the loop's induction variable (``a_ptr + (k + rk) * stride``) or carried by it (``ptrs +=
+    step``, which the loop-carried-pointers pass makes a carried offset)."""
+    parent = load.parent_op()
+    if not isinstance(parent, scf.ForOp):
         return None
-    acc = ptr.offset.owner.src
-    loop = acc.block.parent_op() if isinstance(acc, BlockArgument) else None
-    if not isinstance(loop, scf.ForOp) or acc.index == 0:
+    moved = _per_trip(kernel, load.ptr, parent)
+    return None if moved is None or isinstance(moved, int) else moved
+
+
+def _per_trip(kernel: Any, value: Any, loop: Any) -> ir.Value | int | None:
+    """What ``value`` gains from one trip of ``loop`` to the next: 0 for a value the loop does
+    not change, an i64 when every element gains the same, None when not known."""
+    if defined_outside(value, loop):
+        return 0
+    bld = kernel.b
+    if isinstance(value, BlockArgument):
+        if value.block is not loop.body.block:
+            return None
+        if value.index == 0:
+            return _as_i64(bld, kernel.scalar(loop.step))
+        following = loop.body.block.last_op.operands[value.index - 1].owner
+        if isinstance(following, arith.AddiOp) and following.lhs is value:
+            gain = _invariant_scalar(kernel, following.rhs, loop)
+            return None if gain is None else _as_i64(bld, gain)
         return None
-    following = loop.body.block.last_op.operands[acc.index - 1].owner
-    if not isinstance(following, arith.AddiOp) or following.lhs is not acc \
-            or not defined_outside(following.rhs, loop):
+    op = value.owner
+    if isinstance(op, (tt.SplatOp, tt.BroadcastOp, tt.ExpandDimsOp, arith.ExtSIOp)):
+        return _per_trip(kernel, op.operands[0], loop)
+    if isinstance(op, (tt.AddPtrOp, arith.AddiOp, arith.SubiOp)):
+        lhs, rhs = (_per_trip(kernel, v, loop) for v in op.operands)
+        if lhs is None or rhs is None:
+            return None
+        if isinstance(rhs, int):
+            return lhs
+        if isinstance(op, arith.SubiOp):
+            return bld.sub(ir.Constant(lt.I64, 0) if isinstance(lhs, int) else lhs, rhs)
+        return rhs if isinstance(lhs, int) else bld.add(lhs, rhs)
+    if isinstance(op, arith.MuliOp):
+        for moving, factor in (op.operands, op.operands[::-1]):
+            gain = _per_trip(kernel, moving, loop)
+            scale = _invariant_scalar(kernel, factor, loop)
+            if gain is not None and scale is not None:
+                return 0 if isinstance(gain, int) else bld.mul(gain, _as_i64(bld, scale))
+    return None
+
+
+def _invariant_scalar(kernel: Any, value: Any, loop: Any) -> ir.Value | None:
+    """The one number a value the loop does not change holds everywhere: a scalar, a splat of
+    one or a constant splat; else None."""
+    if not defined_outside(value, loop):
         return None
-    return kernel.scalar(following.rhs)
+    known = kernel.constant_value(value)
+    if known is not None:
+        return ir.Constant(lt.I64, known)
+    while isinstance(value.owner, tt.SplatOp):
+        value = value.owner.src
+    held = kernel.lookup(value)
+    return held if isinstance(held, ir.Value) and isinstance(held.type, ir.IntType) else None
+
+
+def _as_i64(bld: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    return value if value.type == lt.I64 else bld.sext(value, lt.I64)
 
 
 def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive: bool,
@@ -156,7 +204,6 @@ def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive
     passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
     first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
     if step is not None:
-        step = step if step.type == lt.I64 else b.sext(step, lt.I64)
         ahead = b.inttoptr(b.add(first, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
         prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID,
                                 [lt.PTR, lt.I32, lt.I32, lt.I32])
