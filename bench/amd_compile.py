@@ -5,7 +5,7 @@ backend's (both for a GPU this machine does not have).
 
     python bench/amd_compile.py [--arch gfx942] [--csv PATH]
 
-Kernels: the gallery's (Triton's tutorials 01, 02, 03, 05, 06 and the dropout of 04, in fp16
+Kernels: the gallery's (Triton's tutorials 01, 02, 03, 05, 06, 08 and the dropout of 04, in fp16
 where the tutorial uses it; the dots also with the ``mfma`` option) and every specialization
 tests/nvidia compiles (`COMPILE_CASES`).
 A kernel that does not compile shows its reason.  Prints a table, writes CSV
@@ -57,13 +57,16 @@ def gallery_cases() -> list[tuple[str, Any, dict, dict, int]]:
         ("06 attention fp16", gallery.attention_kernel,
          {"Q": p16, "K": p16, "V": p16, "Out": p16, "sm_scale": "fp32", "N_CTX": "i32"},
          {"HEAD_DIM": 64, "BLOCK_M": 64, "BLOCK_N": 64}, 4),
+        ("08 grouped matmul fp16", gallery.grouped_matmul_kernel,
+         {"a_addresses": "*i64", "b_addresses": "*i64", "c_addresses": "*i64", "shapes": "*i32",
+          "group_count": "i32"}, {"NUM_PROGRAMS": 304, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4),
     ]
 
 
 def mfma_cases() -> list[tuple[str, Any, dict, dict, int]]:
     """The tutorials' dots again with the ``mfma`` option (matrix cores)."""
     return [(f"{name} (MFMA)", fn, sig, constexprs, warps) for name, fn, sig, constexprs, warps
-            in gallery_cases() if name.startswith(("03", "06"))]
+            in gallery_cases() if name.startswith(("03", "06", "08"))]
 
 
 def test_cases() -> list[tuple[str, Any, dict, dict, int]]:

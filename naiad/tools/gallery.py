@@ -97,6 +97,43 @@ def matmul_tutorial_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, s
 
 
 @naiad.jit
+def grouped_matmul_kernel(a_addresses, b_addresses, c_addresses, shapes, group_count,
+                          NUM_PROGRAMS: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Triton's tutorial 08: many independent matmuls ``c[g] = a[g] @ b[g]`` of different
+    shapes in one launch.  The problems' addresses (int64) and ``(M, N, K)`` rows are in device
+    arrays; a fixed number of programs walks all the problems' output tiles, each taking every
+    ``NUM_PROGRAMS``-th tile, so that one launch keeps every core busy whatever the shapes.
+    Row-major, contiguous fp16 operands, accumulated in fp32, C in fp16."""
+    tile = tl.program_id(0)
+    seen = 0
+    for g in range(0, group_count):
+        m = tl.load(shapes + 3 * g)
+        n = tl.load(shapes + 3 * g + 1)
+        k = tl.load(shapes + 3 * g + 2)
+        tiles_n = tl.cdiv(n, BLOCK_N)
+        count = tl.cdiv(m, BLOCK_M) * tiles_n
+        a_ptr = tl.load(a_addresses + g).to(tl.pointer_type(tl.float16))
+        b_ptr = tl.load(b_addresses + g).to(tl.pointer_type(tl.float16))
+        c_ptr = tl.load(c_addresses + g).to(tl.pointer_type(tl.float16))
+        while tile >= seen and tile < seen + count:
+            rm = (tile - seen) // tiles_n * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = (tile - seen) % tiles_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            rk = tl.arange(0, BLOCK_K)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for kk in range(0, k, BLOCK_K):
+                a = tl.load(a_ptr + rm[:, None] * k + (kk + rk)[None, :],
+                            mask=(rm[:, None] < m) & ((kk + rk)[None, :] < k), other=0.0)
+                b = tl.load(b_ptr + (kk + rk)[:, None] * n + rn[None, :],
+                            mask=((kk + rk)[:, None] < k) & (rn[None, :] < n), other=0.0)
+                acc = tl.dot(a, b, acc)
+            tl.store(c_ptr + rm[:, None] * n + rn[None, :], acc.to(tl.float16),
+                     mask=(rm[:, None] < m) & (rn[None, :] < n))
+            tile += NUM_PROGRAMS
+        seen += count
+
+
+@naiad.jit
 def attention_kernel(Q, K, V, Out, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr):
     """Triton's tutorial 06 forward: a block of queries against every block of keys, the softmax
@@ -192,6 +229,26 @@ def matmul_tutorial(a, b, block_m=128, block_n=128, block_k=32, group_m=8):
                                  b.strides[1] // b.itemsize, n, 1, BLOCK_SIZE_M=block_m,
                                  BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=block_k, GROUP_SIZE_M=group_m)
     return c
+
+
+def grouped_matmul(a_list, b_list, programs=16, block=32):
+    """``[a @ b for a, b in zip(a_list, b_list)]`` (fp16 numpy arrays, any shapes that
+    multiply) in one launch of `grouped_matmul_kernel` with ``programs`` programs."""
+    import numpy as np
+
+    a_list = [np.ascontiguousarray(a, dtype=np.float16) for a in a_list]
+    b_list = [np.ascontiguousarray(b, dtype=np.float16) for b in b_list]
+    c_list = [np.empty((a.shape[0], b.shape[1]), dtype=np.float16) for a, b in zip(a_list, b_list)]
+    shapes = np.array([(a.shape[0], b.shape[1], a.shape[1]) for a, b in zip(a_list, b_list)],
+                      dtype=np.int32).ravel()
+
+    def addresses(arrays):
+        return np.array([x.ctypes.data for x in arrays], dtype=np.int64)
+
+    grouped_matmul_kernel[(programs,)](addresses(a_list), addresses(b_list), addresses(c_list), shapes,
+                                       len(a_list), NUM_PROGRAMS=programs, BLOCK_M=block, BLOCK_N=block,
+                                       BLOCK_K=block)
+    return c_list
 
 
 def attention(q, k, v, out, block=64):
