@@ -8,7 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from naiad.backends.hip.mfma import PACK, AmdMfma, operand_layout
+import naiad
+import naiad.language as tl
+from naiad.errors import NaiadError
+from naiad.backends.hip.mfma import AmdMfma, operand_layout
 from naiad.codegen.gpu import layouts as L
 from naiad.tools import gallery
 from tests.hip.test_compile import _compile
@@ -36,12 +39,13 @@ def _row(size, lane, v):
     return 4 * (lane // 16) + v
 
 
-def _emulate(a, b, warps_per_cta, size):
+def _emulate(a, b, warps_per_cta, size, pack, kpack=1):
     """D = A @ B computed the way `lower_dot` drives the instruction: registers gathered from
-    the operand layouts, the documented lane semantics of v_mfma_f32_{32x32x8,16x16x16}."""
+    the operand layouts, the documented lane semantics of v_mfma_f32_{32x32x8,16x16x16} (``pack``
+    4) and of the 8-bit v_mfma_{i32,f32}_{32x32x16,16x16x32} (``pack`` 8)."""
     m, depth = a.shape
     n = b.shape[1]
-    layout = AmdMfma(warps_per_cta, size)
+    layout = AmdMfma(warps_per_cta, size, pack, kpack)
     count, k_step = layout.registers, layout.k_step
     warps = warps_per_cta[0] * warps_per_cta[1]
     a_at = _placed(operand_layout(layout, 0, (m, depth)), (m, depth), warps)
@@ -54,14 +58,14 @@ def _emulate(a, b, warps_per_cta, size):
             for rn in range(reps_n):
                 acc = np.zeros((LANES, count))
                 for s in range(steps):
-                    # the instruction: lane l gives A row l % S and B column l % S, k 4 (l / S) + j
+                    # the instruction: lane l gives A row l % S and B column l % S, k P (l / S) + j
                     a_tile, b_tile = np.zeros((size, k_step)), np.zeros((k_step, size))
                     for lane in range(LANES):
-                        for j in range(PACK):
-                            ra = a_at[w][lane][PACK * (s + steps * rm) + j]
-                            rb = b_at[w][lane][PACK * (s + steps * rn) + j]
-                            a_tile[lane % size, 4 * (lane // size) + j] = a[ra]
-                            b_tile[4 * (lane // size) + j, lane % size] = b[rb]
+                        for j in range(pack):
+                            ra = a_at[w][lane][pack * (s + steps * rm) + j]
+                            rb = b_at[w][lane][pack * (s + steps * rn) + j]
+                            a_tile[lane % size, pack * (lane // size) + j] = a[ra]
+                            b_tile[pack * (lane // size) + j, lane % size] = b[rb]
                     product = a_tile @ b_tile
                     for lane in range(LANES):
                         for v in range(count):
@@ -72,13 +76,34 @@ def _emulate(a, b, warps_per_cta, size):
     return out
 
 
-@pytest.mark.parametrize("m, n, depth, warps, size", [
-    (32, 32, 8, (1, 1), 32), (64, 64, 32, (2, 2), 32), (128, 64, 16, (2, 1), 32), (64, 128, 64, (1, 2), 32),
-    (16, 16, 16, (1, 1), 16), (32, 64, 32, (2, 2), 16), (64, 16, 64, (4, 1), 16)])
-def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps, size):
-    rng = np.random.default_rng(m + n + depth)
+@pytest.mark.parametrize("m, n, depth, warps, size, pack", [
+    (32, 32, 8, (1, 1), 32, 4), (64, 64, 32, (2, 2), 32, 4), (128, 64, 16, (2, 1), 32, 4),
+    (64, 128, 64, (1, 2), 32, 4), (16, 16, 16, (1, 1), 16, 4), (32, 64, 32, (2, 2), 16, 4),
+    (64, 16, 64, (4, 1), 16, 4),
+    (32, 32, 16, (1, 1), 32, 8), (64, 64, 64, (2, 2), 32, 8), (128, 32, 32, (4, 1), 32, 8),
+    (16, 16, 32, (1, 1), 16, 8), (32, 64, 128, (2, 2), 16, 8)])
+def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps, size, pack):
+    rng = np.random.default_rng(m + n + depth + pack)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
-    np.testing.assert_allclose(_emulate(a, b, warps, size), a @ b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_emulate(a, b, warps, size, pack), a @ b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("m, n, depth, warps, size, pack", [
+    (32, 32, 16, (1, 1), 32, 4), (64, 64, 64, (2, 2), 32, 4), (16, 16, 32, (1, 1), 16, 4),
+    (32, 64, 128, (2, 2), 16, 4), (32, 32, 64, (1, 1), 32, 8), (16, 32, 64, (1, 2), 16, 8)])
+def test_k_packed_layouts_compute_the_product(m, n, depth, warps, size, pack):
+    """``kpack=2``: a lane holds two instructions' k consecutively; A and B agree on which k each
+    instruction takes, so every k is summed once."""
+    rng = np.random.default_rng(m + n + depth + pack)
+    a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
+    np.testing.assert_allclose(_emulate(a, b, warps, size, pack, 2), a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_the_layout_names_its_instruction_shape_and_reads_back():
+    for layout in (AmdMfma((2, 2), 32, 4), AmdMfma((1, 4), 16, 8), AmdMfma((4, 1), 32, 8, 2)):
+        assert AmdMfma.parse(str(layout)) == layout
+    old = "#ttg.amd_mfma<{version = 3, warpsPerCTA = [2, 2], instrShape = [16, 16], isTransposed = false}>"
+    assert AmdMfma.parse(old) == AmdMfma((2, 2), 16, 4)
 
 
 MATMUL = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{
@@ -128,3 +153,56 @@ def test_tutorial_08_grouped_matmul_compiles(arch):
     isa = _compile(gallery.grouped_matmul_kernel, GROUPED, constexprs, arch, mfma=True).asm["amdgcn"]
     assert ".amdhsa_private_segment_fixed_size 0" in isa
     assert ("v_mfma_f32_32x32x8" in isa) == (arch == "gfx942")
+
+
+@naiad.jit
+def small_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+@pytest.mark.parametrize("operand, out, arch, size, instruction", [
+    ("*i8", "*i32", "gfx942", 32, "v_mfma_i32_32x32x16_i8"),
+    ("*i8", "*i32", "gfx942", 16, "v_mfma_i32_16x16x32_i8"),
+    ("*fp8e4b8", "*fp32", "gfx942", 32, "v_mfma_f32_32x32x16_fp8_fp8"),
+    ("*fp8e5b16", "*fp32", "gfx942", 16, "v_mfma_f32_16x16x32_bf8_bf8"),
+])
+def test_eight_bit_dots_run_on_cdna3_mfma(operand, out, arch, size, instruction):
+    """int8 into int32 and the FNUZ fp8 formats: one instruction per K step of 8 k a lane."""
+    signature = {"a_ptr": operand, "b_ptr": operand, "c_ptr": out}
+    depth = 2 * 8 * LANES // size                                  # two K steps
+    isa = _compile(small_dot, signature, {"M": size, "N": size, "K": depth}, arch, num_warps=1,
+                   mfma=True, matrix_instr_nonkdim=size).asm["amdgcn"]
+    assert isa.count(instruction) == 2, instruction
+    assert ".amdhsa_private_segment_fixed_size 0" in isa
+
+
+@pytest.mark.parametrize("operand, out, arch", [
+    ("*i8", "*i32", "gfx90a"),            # CDNA 2's int8 instructions take 4 k a lane: not written
+    ("*fp8e4nv", "*fp32", "gfx942"),      # OCP's E4M3: gfx942's fp8 instructions read FNUZ
+    ("*fp8e4b8", "*fp32", "gfx90a"),      # no fp8 instructions before CDNA 3
+])
+def test_eight_bit_dots_without_an_instruction_stay_on_fma(operand, out, arch):
+    signature = {"a_ptr": operand, "b_ptr": operand, "c_ptr": out}
+    isa = _compile(small_dot, signature, {"M": 32, "N": 32, "K": 32}, arch, num_warps=1,
+                   mfma=True).asm["amdgcn"]
+    assert "v_mfma" not in isa
+
+
+def test_k_packing_reads_shared_memory_128_bits_at_a_time():
+    """fp16 with ``kpack=2``: each lane's 8 consecutive k of A and of B come out of the LDS in
+    one 128-bit read; without it, 64-bit reads.  The same number of instructions either way."""
+    constexprs = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+    packed = _compile(gallery.matmul_tutorial_kernel, MATMUL, constexprs, mfma=True, kpack=2).asm["amdgcn"]
+    plain = _compile(gallery.matmul_tutorial_kernel, MATMUL, constexprs, mfma=True).asm["amdgcn"]
+    assert packed.count("v_mfma_f32_32x32x8") == plain.count("v_mfma_f32_32x32x8") == 4
+    assert "ds_read_b128" in packed and "ds_read_b128" not in plain
+    assert ".amdhsa_private_segment_fixed_size 0" in packed
+
+
+def test_kpack_other_than_1_or_2_says_what_to_pass():
+    with pytest.raises(NaiadError, match=r"kpack=4: .* -- fix: pass kpack=1 or 2"):
+        _compile(gallery.matmul_tutorial_kernel, MATMUL, {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64,
+                 "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, mfma=True, kpack=4)

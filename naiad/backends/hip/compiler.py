@@ -29,9 +29,10 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 
 @dataclasses.dataclass(frozen=True)
 class HIPOptions(BackendOptions):
-    """Triton's HIPOptions where they apply; those that change nothing yet (``kpack``,
-    ``num_stages``) are accepted, as there.  ``matrix_instr_nonkdim`` picks the MFMA size (32,
-    16, or 0 for the larger that fits) where ``mfma`` is on."""
+    """Triton's HIPOptions where they apply; ``num_stages``, which changes nothing yet, is
+    accepted, as there.  Where ``mfma`` is on, ``matrix_instr_nonkdim`` picks the MFMA size (32,
+    16, or 0 for the larger that fits) and ``kpack`` (1 or 2) how many instructions' k a lane
+    holds consecutively (`naiad.backends.hip.mfma.operand_layout`)."""
 
     num_warps: int = 4
     waves_per_eu: int = 0
@@ -96,6 +97,9 @@ class HIPBackend(BaseBackend):
             raise NaiadError(f"matrix_instr_nonkdim={values['matrix_instr_nonkdim']}: the hip backend's "
                              f"MFMA instructions are 32 or 16 wide -- fix: pass 32, 16, or 0 (the "
                              f"larger that fits)")
+        if values.get("kpack", 1) not in (1, 2):
+            raise NaiadError(f"kpack={values['kpack']}: the hip backend packs the k of 1 or 2 MFMA "
+                             f"instructions into a lane's registers -- fix: pass kpack=1 or 2")
         num_warps = values.get("num_warps", 4)
         if num_warps < 1 or num_warps & (num_warps - 1) or num_warps * values["warp_size"] > 1024:
             raise NaiadError(f"num_warps={num_warps}: the hip backend needs a power of two with at most "
@@ -129,7 +133,7 @@ def _matrix_cores(options: HIPOptions) -> Any:
     from naiad.backends.hip.mfma import accelerate_matmul
 
     return lambda func: accelerate_matmul(func, options.num_warps, options.arch,
-                                          options.matrix_instr_nonkdim)
+                                          options.matrix_instr_nonkdim, options.kpack)
 
 
 def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:

@@ -1,13 +1,16 @@
 """``tt.dot`` on AMD's matrix cores (CDNA's MFMA): ``v_mfma_f32_32x32x8{f16,bf16_1k}`` (one
 32 x 32 x 8 product per wavefront and instruction) and ``v_mfma_f32_16x16x16{f16,bf16_1k}``
-(16 x 16 x 16).
+(16 x 16 x 16); on CDNA 3 also int8 (``v_mfma_i32_32x32x16_i8``, ``16x16x32_i8``, int32
+accumulators) and its fp8 formats (``v_mfma_f32_32x32x16_{fp8_fp8,bf8_bf8}`` and 16x16x32: the
+FNUZ E4M3 and E5M2 of ``tl.float8e4b8`` / ``tl.float8e5b16``).
 
-The layouts, as AMD documents the instructions (wave64), for lane ``l`` and the instruction's
-size ``S`` (32 or 16; ``G = 64 / S`` lane groups):
+The layouts, as AMD documents the instructions (wave64), for lane ``l``, the instruction's
+size ``S`` (32 or 16; ``G = 64 / S`` lane groups) and ``P`` elements of each operand a lane
+gives (4 of 16-bit types, 8 of 8-bit ones: K = P G):
 
-- A (S x 4G): row ``l % S``, the four consecutive k ``4 (l / S) .. + 3`` in one operand
+- A (S x PG): row ``l % S``, the ``P`` consecutive k ``P (l / S) .. + P - 1`` in one operand
   register pair;
-- B (4G x S): column ``l % S``, the same four k;
+- B (PG x S): column ``l % S``, the same ``P`` k;
 - the accumulator (S x S): column ``l % S``; 32 x 32: 16 registers ``v`` at rows
   ``8 (v / 4) + 4 (l / 32) + v % 4``; 16 x 16: 4 registers at rows ``4 (l / 16) + v``.
 
@@ -31,7 +34,8 @@ import re
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, StringAttr
+from xdsl.dialects.builtin import (BFloat16Type, Float8E4M3FNUZType, Float8E5M2FNUZType, Float16Type,
+                                   Float32Type, IntegerType, StringAttr)
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
@@ -40,26 +44,83 @@ from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, GPUKernel, shape_of
 from naiad.ir import tt
 from naiad.ir.types import element_type
 
-PACK = 4
-#: The architectures with these instructions (CDNA 2 and 3).
+#: Rows of the accumulator a lane group holds together (every instruction's).
+ROWS = 4
+#: The architectures with 16-bit instructions (CDNA 2 and 3), and with int8 ones of 8 k a lane.
 ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
-#: Operand element type -> (the intrinsic, the LLVM element type of its operand vectors).
-_INSTRUCTIONS = {(Float16Type, 32): ("llvm.amdgcn.mfma.f32.32x32x8f16", lt.F16),
-                 (BFloat16Type, 32): ("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", lt.I16),
-                 (Float16Type, 16): ("llvm.amdgcn.mfma.f32.16x16x16f16", lt.F16),
-                 (BFloat16Type, 16): ("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", lt.I16)}
+_CDNA3 = ("gfx940", "gfx941", "gfx942", "gfx950")
+#: CDNA 3 before gfx950: its fp8 instructions read the FNUZ formats (gfx950's read OCP's).
+_FNUZ_FP8 = ("gfx940", "gfx941", "gfx942")
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """One MFMA instruction: its intrinsic, the architectures that have it, the elements a lane
+    gives of each operand (``pack``, in one operand of ``operand`` type) and the accumulator's
+    element type."""
+
+    intrinsic: str
+    archs: tuple[str, ...]
+    element: ir.Type
+    pack: int
+    operand: ir.Type
+    accumulator: ir.Type
+
+
+def _sixteen(name: str, element: ir.Type) -> Instruction:
+    return Instruction(name, ARCHS, element, 4, lt.vector(element, 4), lt.F32)
+
+
+def _eight(name: str, archs: tuple[str, ...], accumulator: ir.Type) -> Instruction:
+    return Instruction(name, archs, lt.I8, 8, lt.I64, accumulator)
+
+
+#: (operand kind, instruction size) -> the instruction.
+_INSTRUCTIONS = {
+    ("f16", 32): _sixteen("llvm.amdgcn.mfma.f32.32x32x8f16", lt.F16),
+    ("bf16", 32): _sixteen("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", lt.I16),
+    ("f16", 16): _sixteen("llvm.amdgcn.mfma.f32.16x16x16f16", lt.F16),
+    ("bf16", 16): _sixteen("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", lt.I16),
+    ("i8", 32): _eight("llvm.amdgcn.mfma.i32.32x32x16.i8", _CDNA3, lt.I32),
+    ("i8", 16): _eight("llvm.amdgcn.mfma.i32.16x16x32.i8", _CDNA3, lt.I32),
+    ("fp8", 32): _eight("llvm.amdgcn.mfma.f32.32x32x16.fp8.fp8", _FNUZ_FP8, lt.F32),
+    ("fp8", 16): _eight("llvm.amdgcn.mfma.f32.16x16x32.fp8.fp8", _FNUZ_FP8, lt.F32),
+    ("bf8", 32): _eight("llvm.amdgcn.mfma.f32.32x32x16.bf8.bf8", _FNUZ_FP8, lt.F32),
+    ("bf8", 16): _eight("llvm.amdgcn.mfma.f32.16x16x32.bf8.bf8", _FNUZ_FP8, lt.F32),
+}
+#: The dot's operand element type -> its kind in `_INSTRUCTIONS`, with the accumulator's type.
+_KINDS = {Float16Type: ("f16", Float32Type), BFloat16Type: ("bf16", Float32Type),
+          Float8E4M3FNUZType: ("fp8", Float32Type), Float8E5M2FNUZType: ("bf8", Float32Type)}
 _LANES = 64
+
+
+def _instruction(op: Any, size: int) -> Instruction | None:
+    """The instruction of ``size`` for ``op``'s operand and accumulator types, if any."""
+    a, b, c = (element_type(v.type) for v in (op.a, op.b, op.c))
+    if type(a) is not type(b) or a != b:
+        return None
+    if isinstance(a, IntegerType):
+        kind, accumulator = ("i8", IntegerType) if a.width.data == 8 else (None, None)
+        if not isinstance(c, IntegerType) or c.width.data != 32:
+            return None
+    else:
+        kind, accumulator = _KINDS.get(type(a), (None, None))
+        if type(c) is not accumulator:
+            return None
+    return _INSTRUCTIONS.get((kind, size))
 
 
 @dataclasses.dataclass(frozen=True)
 class AmdMfma:
     warps_per_cta: tuple[int, int]
     size: int = 32                       # the instruction's M and N (its "nonKDim")
+    pack: int = 4                        # operand elements a lane gives an instruction
+    kpack: int = 1                       # instructions whose k a lane holds consecutively
 
     @property
     def k_step(self) -> int:
-        """K of one instruction: four per lane group."""
-        return PACK * _LANES // self.size
+        """K of one instruction: ``pack`` per lane group."""
+        return self.pack * _LANES // self.size
 
     @property
     def registers(self) -> int:
@@ -79,22 +140,27 @@ class AmdMfma:
         registers += [(size * wm << i, 0) for i in range(reps_m.bit_length() - 1)]
         groups = _LANES // size
         lanes = [(0, 1 << i) for i in range(size.bit_length() - 1)]
-        lanes += [(PACK << i, 0) for i in range(groups.bit_length() - 1)]
+        lanes += [(ROWS << i, 0) for i in range(groups.bit_length() - 1)]
         warps = [(size << i, 0) for i in range(wm.bit_length() - 1)]
         warps += [(0, size << i) for i in range(wn.bit_length() - 1)]
         return L.make_linear(shape, registers, lanes, warps)
 
     def __str__(self) -> str:
         return (f"#ttg.amd_mfma<{{version = 3, warpsPerCTA = {list(self.warps_per_cta)}, "
-                f"instrShape = [{self.size}, {self.size}], isTransposed = false}}>")
+                f"instrShape = [{self.size}, {self.size}, {self.k_step}], kpack = {self.kpack}, "
+                f"isTransposed = false}}>")
 
     @classmethod
     def parse(cls, text: str) -> "AmdMfma":
         found = re.search(r"warpsPerCTA\s*=\s*\[(\d+),\s*(\d+)\]", text)
         if found is None:
             raise ValueError(f"{text!r} is not an amd_mfma layout: no warpsPerCTA")
-        size = re.search(r"instrShape\s*=\s*\[(\d+)", text)
-        return cls((int(found.group(1)), int(found.group(2))), int(size.group(1)) if size else 32)
+        shape = re.search(r"instrShape\s*=\s*\[(\d+),\s*\d+(?:,\s*(\d+))?\]", text)
+        size = int(shape.group(1)) if shape else 32
+        k_step = int(shape.group(2)) if shape and shape.group(2) else ROWS * _LANES // size
+        kpack = re.search(r"kpack\s*=\s*(\d+)", text)
+        return cls((int(found.group(1)), int(found.group(2))), size, k_step * size // _LANES,
+                   int(kpack.group(1)) if kpack else 1)
 
 
 L.register_layout("#ttg.amd_mfma", AmdMfma.parse)
@@ -102,46 +168,53 @@ L.register_layout("#ttg.amd_mfma", AmdMfma.parse)
 
 def operand_layout(layout: AmdMfma, index: int, shape: tuple[int, int]) -> L.Linear:
     """A (``index`` 0, M x K) or B (1, K x N) in the layout the instruction reads, for the
-    accumulator ``layout``: registers are the four consecutive k, then the K steps, then the
-    repetitions along M (A) or N (B); the other dimension's wavefronts hold copies."""
+    accumulator ``layout``: registers are the ``pack`` consecutive k of an instruction, then
+    ``kpack`` instructions' (K-packing: with 2, a lane holds 8 consecutive fp16 k, read from
+    shared memory in one 128-bit access, and the instructions take the k of a K step in another
+    order -- the sum is the same, as A and B agree), then the K steps, then the repetitions
+    along M (A) or N (B); the other dimension's wavefronts hold copies."""
     wm, wn = layout.warps_per_cta
-    size, k_step = layout.size, layout.k_step
+    size, k_step, run = layout.size, layout.k_step, layout.pack * layout.kpack
     depth = shape[1] if index == 0 else shape[0]
-    steps = depth // k_step
+    steps = depth // (k_step * layout.kpack)
     reps = shape[0] // (size * wm) if index == 0 else shape[1] // (size * wn)
 
     def at(k: int, other: int) -> tuple[int, int]:        # (k, M-or-N) -> the operand's (row, col)
         return (other, k) if index == 0 else (k, other)
-    registers = [at(1, 0), at(2, 0)] + [at(k_step << i, 0) for i in range(steps.bit_length() - 1)]
+    registers = [at(1 << i, 0) for i in range(run.bit_length() - 1)]
+    registers += [at(k_step * layout.kpack << i, 0) for i in range(steps.bit_length() - 1)]
     warps_along = wm if index == 0 else wn
     registers += [at(0, size * warps_along << i) for i in range(reps.bit_length() - 1)]
     lanes = [at(0, 1 << i) for i in range(size.bit_length() - 1)]
-    lanes += [at(PACK << i, 0) for i in range((_LANES // size).bit_length() - 1)]
+    lanes += [at(run << i, 0) for i in range((_LANES // size).bit_length() - 1)]
     own = [at(0, size << i) for i in range(warps_along.bit_length() - 1)]
     copies = [(0, 0)] * ((wn if index == 0 else wm).bit_length() - 1)
     warps = own + copies if index == 0 else copies + own
     return L.make_linear(shape, registers, lanes, warps)
 
 
-def choose(op: tt.DotOp, num_warps: int, arch: str, size: int = 0) -> AmdMfma | None:
-    """The MFMA layout of a 2-D fp16 or bf16 dot with an fp32 accumulator whose tiles fit
-    exactly, of instruction ``size`` (0: 32 where it fits, else 16); None for FMA."""
-    a, b, c = (type(element_type(v.type)) for v in (op.a, op.b, op.c))
-    if str(arch) not in ARCHS or a is not b or (a, 32) not in _INSTRUCTIONS or c is not Float32Type:
-        return None
+def choose(op: tt.DotOp, num_warps: int, arch: str, size: int = 0, kpack: int = 1) -> AmdMfma | None:
+    """The MFMA layout of a 2-D dot whose types an instruction of ``arch`` takes (fp16, bf16;
+    int8 into int32 and FNUZ fp8 on CDNA 3) and whose tiles fit exactly, of instruction
+    ``size`` (0: 32 where it fits, else 16), K-packed by ``kpack`` where K has that many
+    steps; None for FMA."""
     a_shape, b_shape = op.a.type.get_shape(), op.b.type.get_shape()
     if len(a_shape) != 2:
         return None
     m, depth, n = a_shape[0], a_shape[1], b_shape[1]
     for tile in ((size,) if size else (32, 16)):
-        k_step = PACK * _LANES // tile
+        instruction = _instruction(op, tile)
+        if instruction is None or str(arch) not in instruction.archs:
+            continue
+        k_step = instruction.pack * _LANES // tile
         if depth % k_step or not _power_of_two(depth // k_step):
             continue
         for wm in (num_warps, num_warps // 2, num_warps // 4, 1):
             wn = num_warps // max(wm, 1)
             if wm >= 1 and wm * wn == num_warps and m % (tile * wm) == 0 and n % (tile * wn) == 0 \
                     and _power_of_two(m // (tile * wm)) and _power_of_two(n // (tile * wn)):
-                return AmdMfma((wm, wn), tile)
+                packed = kpack if (depth // k_step) % kpack == 0 else 1
+                return AmdMfma((wm, wn), tile, instruction.pack, packed)
     return None
 
 
@@ -149,12 +222,13 @@ def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def accelerate_matmul(func: Any, num_warps: int, arch: str, size: int = 0) -> None:
+def accelerate_matmul(func: Any, num_warps: int, arch: str, size: int = 0, kpack: int = 1) -> None:
     """Write ``ttg.mma`` on every dot of ``func`` that runs on MFMA (one already there, from an
-    edited TTGIR, is kept); ``size``: the ``matrix_instr_nonkdim`` option."""
+    edited TTGIR, is kept); ``size`` and ``kpack``: the ``matrix_instr_nonkdim`` and ``kpack``
+    options."""
     for op in func.walk():
         if isinstance(op, tt.DotOp) and "ttg.mma" not in op.attributes:
-            layout = choose(op, num_warps, arch, size)
+            layout = choose(op, num_warps, arch, size, kpack)
             if layout is not None:
                 op.attributes["ttg.mma"] = StringAttr(str(layout))
 
@@ -169,15 +243,17 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
     b = k.b
     result = op.results[0]
     shape = shape_of(result)
-    name, element = _INSTRUCTIONS[(type(element_type(op.a.type)), layout.size)]
+    instruction = _instruction(op, layout.size)
+    pack = layout.pack
     a = k.tensor(op.a, operand_layout(layout, 0, shape_of(op.a))).values
     b_ = k.tensor(op.b, operand_layout(layout, 1, shape_of(op.b))).values
     acc = k.tensor(op.c, layout).values
     steps = shape_of(op.a)[1] // layout.k_step
     reps_m, reps_n = layout.repetitions(shape)
     count = layout.registers
-    pack, acc_type = lt.vector(element, PACK), lt.vector(lt.F32, count)
-    mfma = lt.function(b.module, name, acc_type, [pack, pack, acc_type, lt.I32, lt.I32, lt.I32])
+    operand, acc_type = instruction.operand, lt.vector(instruction.accumulator, count)
+    mfma = lt.function(b.module, instruction.intrinsic, acc_type,
+                       [operand, operand, acc_type, lt.I32, lt.I32, lt.I32])
 
     def vector(values: list[ir.Value], ty: ir.Type) -> ir.Value:
         out = ir.Constant(ty, ir.Undefined)
@@ -186,6 +262,10 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
                                    ir.Constant(lt.I32, i))
         return out
 
+    def registers(values: list[ir.Value]) -> ir.Value:
+        packed = vector(values, lt.vector(instruction.element, pack))
+        return packed if packed.type == operand else b.bitcast(packed, operand)
+
     results: list[ir.Value] = []
     zero = ir.Constant(lt.I32, 0)
     for rm in range(reps_m):
@@ -193,9 +273,9 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
             first = count * (rn + reps_n * rm)
             c = vector(acc[first:first + count], acc_type)
             for s in range(steps):
-                a_regs = a[PACK * (s + steps * rm):PACK * (s + steps * rm) + PACK]
-                b_regs = b_[PACK * (s + steps * rn):PACK * (s + steps * rn) + PACK]
-                c = b.call(mfma, [vector(a_regs, pack), vector(b_regs, pack), c, zero, zero, zero])
+                a_regs = a[pack * (s + steps * rm):pack * (s + steps * rm) + pack]
+                b_regs = b_[pack * (s + steps * rn):pack * (s + steps * rn) + pack]
+                c = b.call(mfma, [registers(a_regs), registers(b_regs), c, zero, zero, zero])
             results.extend(b.extract_element(c, ir.Constant(lt.I32, v)) for v in range(count))
     k.define(result, results)
 
