@@ -39,9 +39,9 @@ def row_sum(x, out, n, BLOCK: tl.constexpr):
 
 
 @naiad.jit
-def log1p_kernel(x, out, BLOCK: tl.constexpr):
+def lgamma_kernel(x, out, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    tl.store(out + offs, libdevice.log1p(tl.load(x + offs)))
+    tl.store(out + offs, libdevice.lgamma(tl.load(x + offs)))
 
 
 def _compile(fn, signature, constexprs, arch="gfx942", attrs=None, **options):
@@ -129,9 +129,9 @@ MISSING_MATH: set[str] = set()
 
 
 def test_a_missing_math_function_is_named_with_the_kernel():
-    with pytest.raises(NaiadError, match="kernel 'log1p_kernel' cannot be compiled by the hip backend "
-                                         "yet .*math function log1pf? is not available on the hip backend"):
-        _compile(log1p_kernel, {"x": "*fp32", "out": "*fp32"}, {"BLOCK": 64})
+    with pytest.raises(NaiadError, match="kernel 'lgamma_kernel' cannot be compiled by the hip backend "
+                                         "yet .*math function lgammaf? is not available on the hip backend"):
+        _compile(lgamma_kernel, {"x": "*fp32", "out": "*fp32"}, {"BLOCK": 64})
 
 
 def test_bad_targets_and_options_say_what_to_do():
@@ -162,3 +162,31 @@ def test_the_backend_is_listed_inactive_with_its_reason(capsys):
     out = capsys.readouterr().out
     assert re.search(r"^hip\s+in-tree\s+\S+\s+3\s+no", out, re.M)
     assert "hip (in-tree" in out and "compiling with --target hip:<gfx arch> works" in out
+
+
+@naiad.jit
+def scale(x, out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs) * 2.0)
+
+
+def test_an_edited_llir_calling_a_library_intrinsic_is_an_error_not_a_crash(tmp_path, monkeypatch):
+    """LLVM's AMDGPU code generator stops the process on ``llvm.sin.f64`` ("no libcall
+    available"); an overridden ``.llir`` with one gets an error naming the kernel."""
+    from naiad.compiler import cache
+
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NAIAD_OVERRIDE_DIR", str(tmp_path / "override"))
+    cache._managers.clear()
+    signature = {"x": "*fp64", "out": "*fp64"}
+    original = _compile(scale, signature, {"BLOCK": 64})
+    edited = original.asm["llir"] + (
+        "\ndeclare double @llvm.sin.f64(double)\n"
+        "define double @helper(double %v) {\n  %r = call double @llvm.sin.f64(double %v)\n  ret double %r\n}\n")
+    folder = tmp_path / "override" / original.hash
+    folder.mkdir(parents=True)
+    (folder / "scale.llir").write_text(edited)
+    monkeypatch.setenv("NAIAD_KERNEL_OVERRIDE", "1")
+    with pytest.raises(NaiadError, match=r"kernel 'scale': its LLVM IR calls llvm.sin on doubles, .* "
+                                         r"-- fix: use tl.sin"):
+        _compile(scale, signature, {"BLOCK": 64})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any
 
 from naiad import knobs
@@ -155,8 +156,24 @@ def _make_amdgcn(llir: str, metadata: dict, options: HIPOptions) -> str:
     same IR, kept in the metadata's scratch for it."""
     from naiad.backends.hip.target import emit_assembly
 
+    _check_library_calls(llir, metadata["name"])
     metadata["_llir"] = llir
     return emit_assembly(llir, options.arch)
+
+
+#: LLVM intrinsics AMDGPU's code generator turns into C library calls, which it cannot make:
+#: met in a module (an edited or overridden ``.llir``; the lowering never emits them), it would
+#: stop the process ("no libcall available").
+_LIBRARY_INTRINSICS = re.compile(r"@llvm\.(exp|exp2|exp10|log|log2|log10|sin|cos|tan|pow|powi|"
+                                 r"asin|acos|atan|atan2|sinh|cosh|tanh)\.(?:v\d+)?f64\b")
+
+
+def _check_library_calls(llir: str, name: str) -> None:
+    found = _LIBRARY_INTRINSICS.search(llir)
+    if found is not None:
+        raise NaiadError(f"kernel {name!r}: its LLVM IR calls llvm.{found.group(1)} on doubles, which "
+                         f"the hip backend cannot compile (AMD GPUs have no C math library) -- fix: "
+                         f"use tl.{found.group(1)} on the values (Naiad computes it), or fp32")
 
 
 def _make_hsaco(metadata: dict, options: HIPOptions) -> bytes:

@@ -14,10 +14,12 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks, sized_shared_array
 from naiad.codegen.hooks import c_base_name
-from naiad.codegen.mathlib import without_libm
+from naiad.codegen.mathlib import composed, without_libm
 
 #: C math functions whose fp64 forms LLVM's AMDGPU back end cannot lower (a library call).
 _NO_F64 = {"exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "pow"}
+#: libdevice's fast variants, which every other target computes with the same LLVM intrinsic.
+_FAST = {"__naiad_fast_exp": "exp", "__naiad_fast_log": "log"}
 #: hsa_kernel_dispatch_packet_t: workgroup_size_x/y/z (u16) and grid_size_x/y/z (u32, in work-items).
 _WORKGROUP_SIZE, _GRID_SIZE = 4, 12
 
@@ -109,7 +111,7 @@ class AMDGPUHooks(GPUHooks):
         """As every target, but for the double-precision transcendental functions, which LLVM's
         AMDGPU back end has no instructions for (it would stop the process asking for a library
         call): Naiad's own (`naiad.codegen.mathlib.without_libm`)."""
-        base = c_base_name(symbol, ret)
+        base = _FAST.get(symbol, c_base_name(symbol, ret))
         if base in _NO_F64 and lt.scalar_of(ret) == lt.F64:
             own = without_libm.FUNCTIONS.get(base)
             if own is not None:
@@ -119,9 +121,11 @@ class AMDGPUHooks(GPUHooks):
         return super().call_math(ctx, symbol, args, ret)
 
     def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
-        """AMDGPU has no C math library: Naiad's own single-precision ``erff``, ``tanhf`` and
-        ``expm1f`` (`naiad.codegen.mathlib.without_libm`); the rest is not available yet."""
-        own = without_libm.FUNCTIONS.get(symbol)
+        """AMDGPU has no C math library: Naiad's own (`naiad.codegen.mathlib.without_libm`:
+        ``erff``, ``tanhf``, ``expm1f``; `naiad.codegen.mathlib.composed`: the inverse
+        trigonometric and hyperbolic functions, ``tan``, ``log1p``, ``cbrt``, ``hypot``...);
+        the rest is not available yet."""
+        own = without_libm.FUNCTIONS.get(symbol) or composed.FUNCTIONS.get(symbol)
         if own is not None:
             return own(ctx, args)
         raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "
