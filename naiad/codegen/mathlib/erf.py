@@ -33,10 +33,10 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.mathlib.arith import (both_types, const, copysign, fabs, libm, polynomial,
                                          through_double, two_product)
+from naiad.codegen.mathlib.without_libm import erfcx_fraction
 
 SQRT_PI = 1.772453850905516
 HALF_SQRT_PI = 0.886226925452758
-INV_SQRT_PI = 0.5641895835477563
 TWO_OVER_SQRT_PI = 1.1283791670955126
 LOG_SQRT_PI = 0.5723649429247001
 SQRT_2 = 1.4142135623730951
@@ -49,8 +49,8 @@ GILES_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06
 #: ... and for larger w, in powers of sqrt(w) - 3.
 GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-#: Where the continued fraction takes over from exp(x*x) erfc(x), and its depth.
-ERFCX_SWITCH, ERFCX_DEPTH = 5.0, 16
+#: Where the continued fraction (`erfcx_fraction`) takes over from exp(x*x) erfc(x).
+ERFCX_SWITCH = 5.0
 #: Where Giles' tail polynomial stops being a good first guess for the inverse.
 GILES_LIMIT = 16.0
 
@@ -87,10 +87,7 @@ def _erfcx(ctx: Any, x: ir.Value) -> ir.Value:
     square, square_low = two_product(ctx, clamped, clamped)
     scale = b.fmul(libm(ctx, "exp", square), b.fadd(const(ctx, x, 1.0), square_low))
     direct = b.fmul(scale, libm(ctx, "erfc", clamped))
-    t = x
-    for k in range(ERFCX_DEPTH, 0, -1):
-        t = b.fadd(x, b.fdiv(const(ctx, x, k / 2), t))
-    fraction = b.fdiv(const(ctx, x, INV_SQRT_PI), t)
+    fraction = erfcx_fraction(ctx, ctx.intrinsic("maxnum", [x, const(ctx, x, ERFCX_SWITCH)]))
     return b.select(b.fcmp_ordered("<", x, const(ctx, x, ERFCX_SWITCH)), direct, fraction)
 
 

@@ -36,7 +36,7 @@ import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, ldexp, libm, polynomial,
-                                         two_product, two_sum)
+                                         through_double, two_product, two_sum)
 
 #: erf(x) / x in powers of x*x, highest first: 2/sqrt(pi) (-1)^n / (n! (2n+1)).
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
@@ -440,30 +440,69 @@ def _clenshaw(ctx: Any, t: ir.Value, coefficients: list[ir.Value]) -> ir.Value:
     return b.fsub(ctx.intrinsic("fma", [t, after, coefficients[0]]), later)
 
 
+def _fitted_erfc(ctx: Any, ax: ir.Value) -> ir.Value:
+    """``erfc(ax)`` for ``0.84375 <= ax < 6``: ``exp(-ax*ax) g(ax)``, ``ax*ax`` as two doubles and
+    ``g = erfc(x) exp(x*x)`` from the interval's Chebyshev series."""
+    b = ctx.b
+    width = max(len(c) for _, _, c in _ERFC_INTERVALS)
+    low, high = const(ctx, ax, _ERFC_INTERVALS[-1][0]), const(ctx, ax, _ERFC_INTERVALS[-1][1])
+    coefficients = [const(ctx, ax, _ERFC_INTERVALS[-1][2][k] if k < len(_ERFC_INTERVALS[-1][2]) else 0.0)
+                    for k in range(width)]
+    for start, end, values in reversed(_ERFC_INTERVALS[:-1]):
+        inside = b.fcmp_ordered("<", ax, const(ctx, ax, end))
+        low = b.select(inside, const(ctx, ax, start), low)
+        high = b.select(inside, const(ctx, ax, end), high)
+        coefficients = [b.select(inside, const(ctx, ax, values[k] if k < len(values) else 0.0), c)
+                        for k, c in enumerate(coefficients)]
+    t = b.fdiv(b.fsub(b.fadd(ax, ax), b.fadd(low, high)), b.fsub(high, low))
+    return b.fmul(_exp_of_square(ctx, ax), _clenshaw(ctx, t, coefficients))
+
+
+def _exp_of_square(ctx: Any, x: ir.Value) -> ir.Value:
+    """``exp(-x*x)`` with ``x*x`` as two doubles (a rounded square would cost ``x*x`` ulps)."""
+    square, error = two_product(ctx, x, x)
+    return _exp_of_sum(ctx, ctx.b.fneg(square), ctx.b.fneg(error))
+
+
+#: Levels of `erfcx_fraction`: 3 ulp at 5, better beyond.
+ERFCX_DEPTH = 16
+
+
+def erfcx_fraction(ctx: Any, x: ir.Value) -> ir.Value:
+    """``exp(x*x) erfc(x)`` for ``x >= 5`` by its continued fraction ``1 / (sqrt(pi) (x + (1/2) /
+    (x + 1 / (x + (3/2) / ...))))``: no overflow, no cancellation."""
+    b = ctx.b
+    t = x
+    for k in range(ERFCX_DEPTH, 0, -1):
+        t = b.fadd(x, b.fdiv(const(ctx, x, k / 2), t))
+    return b.fdiv(const(ctx, x, 1 / math.sqrt(math.pi)), t)
+
+
 def _erf_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
-    """``erf``: ``x P(x*x)`` below 0.84375; above, ``1 - exp(-x*x) g(x)`` with ``x*x`` as two
-    doubles and ``g = erfc(x) exp(x*x)`` from the interval's Chebyshev series; 1 from 6 on."""
+    """``erf``: ``x P(x*x)`` below 0.84375; above, ``1 - erfc`` (`_fitted_erfc`); 1 from 6 on."""
     b = ctx.b
     x = args[0]
     ax = fabs(ctx, x)
     series = b.fmul(x, polynomial(ctx, b.fmul(x, x), _ERF_SERIES))
-    width = max(len(c) for _, _, c in _ERFC_INTERVALS)
-    low, high = const(ctx, x, _ERFC_INTERVALS[-1][0]), const(ctx, x, _ERFC_INTERVALS[-1][1])
-    coefficients = [const(ctx, x, _ERFC_INTERVALS[-1][2][k] if k < len(_ERFC_INTERVALS[-1][2]) else 0.0)
-                    for k in range(width)]
-    for start, end, values in reversed(_ERFC_INTERVALS[:-1]):
-        inside = b.fcmp_ordered("<", ax, const(ctx, x, end))
-        low = b.select(inside, const(ctx, x, start), low)
-        high = b.select(inside, const(ctx, x, end), high)
-        coefficients = [b.select(inside, const(ctx, x, values[k] if k < len(values) else 0.0), c)
-                        for k, c in enumerate(coefficients)]
-    t = b.fdiv(b.fsub(b.fadd(ax, ax), b.fadd(low, high)), b.fsub(high, low))
-    scaled = _clenshaw(ctx, t, coefficients)
-    square, error = two_product(ctx, ax, ax)
-    erfc = b.fmul(_exp_of_sum(ctx, b.fneg(square), b.fneg(error)), scaled)
-    tail = copysign(ctx, b.fsub(const(ctx, x, 1.0), erfc), x)
+    tail = copysign(ctx, b.fsub(const(ctx, x, 1.0), _fitted_erfc(ctx, ax)), x)
     tail = b.select(b.fcmp_ordered(">=", ax, const(ctx, x, 6.0)), copysign(ctx, const(ctx, x, 1.0), x), tail)
     return b.select(b.fcmp_unordered("<", ax, const(ctx, x, 0.84375)), series, tail)
 
 
-FUNCTIONS.update({"erf": _erf_double})
+def _erfc_double(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    """``erfc``: ``1 - x P(x*x)`` below 0.84375 in magnitude; above, `_fitted_erfc` up to 6 and
+    ``exp(-x*x)`` times `erfcx_fraction` beyond (0 from about 27.2, where it underflows); below
+    -0.84375, ``2 - erfc(-x)``."""
+    b = ctx.b
+    x = args[0]
+    ax = fabs(ctx, x)
+    one = const(ctx, x, 1.0)
+    near = b.fsub(one, b.fmul(x, polynomial(ctx, b.fmul(x, x), _ERF_SERIES)))
+    far_x = ctx.intrinsic("maxnum", [ax, const(ctx, x, 6.0)])
+    far = b.fmul(_exp_of_square(ctx, far_x), erfcx_fraction(ctx, far_x))
+    tail = b.select(b.fcmp_ordered("<", ax, const(ctx, x, 6.0)), _fitted_erfc(ctx, ax), far)
+    tail = b.select(b.fcmp_ordered("<", x, const(ctx, x, 0.0)), b.fsub(const(ctx, x, 2.0), tail), tail)
+    return b.select(b.fcmp_unordered("<", ax, const(ctx, x, 0.84375)), near, tail)
+
+
+FUNCTIONS.update({"erf": _erf_double, "erfc": _erfc_double, "erfcf": through_double(_erfc_double)})
