@@ -87,8 +87,9 @@ def _erfcx(ctx: Any, x: ir.Value) -> ir.Value:
     square, square_low = two_product(ctx, clamped, clamped)
     scale = b.fmul(libm(ctx, "exp", square), b.fadd(const(ctx, x, 1.0), square_low))
     direct = b.fmul(scale, libm(ctx, "erfc", clamped))
-    fraction = erfcx_fraction(ctx, ctx.intrinsic("maxnum", [x, const(ctx, x, ERFCX_SWITCH)]))
-    return b.select(b.fcmp_ordered("<", x, const(ctx, x, ERFCX_SWITCH)), direct, fraction)
+    below = b.fcmp_ordered("<", x, const(ctx, x, ERFCX_SWITCH))
+    fraction = erfcx_fraction(ctx, b.select(below, const(ctx, x, ERFCX_SWITCH), x))    # NaN stays
+    return b.select(below, direct, fraction)
 
 
 def _erfinv_central(ctx: Any, y: ir.Value) -> ir.Value:
