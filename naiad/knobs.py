@@ -246,6 +246,15 @@ class RuntimeKnobs(KnobGroup):
         "Triton's convention: hook() -> (key, hash) names the change for the cache key; "
         "hook(backend, stages, options, language, capability) edits the stages dict after the "
         "backend filled it.")
+    profile = env_bool(
+        "NAIAD_PROFILE", False,
+        "1: record every launch of the process with naiad.profiler (kernel, backend, grid, device "
+        "and host times, compiles and cache hits) and print the summary table at exit; "
+        "NAIAD_PROFILE_TRACE names a Chrome trace file to write too.")
+    profile_trace = env_str(
+        "NAIAD_PROFILE_TRACE", None,
+        "With NAIAD_PROFILE=1: the path of a Chrome trace (JSON, for Perfetto or chrome://tracing) "
+        "written at exit.")
     launch_enter_hook = CodeKnob(HookChain, "Called as hook(launch_metadata) before each launch.")
     launch_exit_hook = CodeKnob(HookChain, "Called as hook(launch_metadata) after each launch.")
     kernel_load_start_hook = CodeKnob(
@@ -301,6 +310,16 @@ class CacheKnobs(KnobGroup):
         "NAIAD_OVERRIDE_DIR", lambda: os.path.join(cache.dir, "override"),
         "Where NAIAD_KERNEL_OVERRIDE=1 looks for replacement stage files (default: the "
         "override/ folder of the cache directory).")
+    remote = env_str(
+        "NAIAD_REMOTE_CACHE", None,
+        "URL of a compile cache shared by several machines, read and written beside the local "
+        "one: redis://host:port/db (pip install 'naiad[redis]'), file:///shared/dir, or a scheme "
+        "a package registers under the 'naiad.remote_cache' entry point group.  Autotuning "
+        "results are shared through it too.  Unset: local only.")
+    remote_timeout = env_seconds(
+        "NAIAD_REMOTE_CACHE_TIMEOUT", 2.0,
+        "Seconds the remote cache may take to answer one request before the launch goes on "
+        "without it (it is then left alone for 30 s).")
     manager_class = env_str(
         "NAIAD_CACHE_MANAGER", None,
         "'module:Class' of the compiled-kernel cache manager (naiad.compiler.cache.CacheManager's "

@@ -47,6 +47,18 @@ def _new_backend(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from naiad.tools import cache_cmd
+
+    return cache_cmd.run(args, sys.stdout.write)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from naiad import profiler
+
+    return profiler.run_script(args.script, args.script_args, trace=args.trace, sort=args.sort)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="naiad", description="Naiad: Triton-language kernels on every backend.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,6 +92,27 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("name", help="the backend's name (lower case): the package is naiad_<name>")
     n.add_argument("--dir", default=".", help="where to create the folder <name> (default: here)")
     n.set_defaults(run=_new_backend)
+    k = sub.add_parser("cache", help="list, check and trim the compiled-kernel cache (local, or "
+                                     "the remote one with --remote)")
+    k.add_argument("--remote", action="store_true", help="the remote cache (NAIAD_REMOTE_CACHE), not the local one")
+    actions = k.add_subparsers(dest="action", required=True)
+    actions.add_parser("ls", help="every entry: kernel, backend, target, size, age, hits")
+    actions.add_parser("stats", help="entries, bytes, hits, and the oldest and newest entry")
+    actions.add_parser("clear", help="remove every entry")
+    prune = actions.add_parser("prune", help="remove old entries, then the least recently used "
+                                             "until the cache fits a size")
+    prune.add_argument("--older-than", metavar="AGE", help="e.g. 30d, 12h, 90m: remove entries not used for that long")
+    prune.add_argument("--max-size", metavar="SIZE", help="e.g. 500M, 2G: then remove the least recently used beyond it")
+    actions.add_parser("verify", help="check every entry's checksums; remove and report the damaged ones")
+    k.set_defaults(run=_cache)
+    r = sub.add_parser("profile", help="run a Python script and profile every kernel launch: a "
+                                       "summary table, and a Chrome trace with --trace")
+    r.add_argument("--trace", metavar="PATH", help="write a Chrome trace (JSON) of the launches there")
+    r.add_argument("--sort", default="total", choices=("total", "calls", "mean", "name"),
+                   help="the summary table's order (default: total device time)")
+    r.add_argument("script", help="the Python script to run")
+    r.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+    r.set_defaults(run=_profile)
     return p
 
 
