@@ -43,9 +43,10 @@ import re
 import shutil
 import tempfile
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 from naiad import knobs
+from naiad.compiler import remote_cache
 from naiad.version import __version__
 from naiad.errors import KnobError, NaiadWarning
 
@@ -53,6 +54,8 @@ from naiad.errors import KnobError, NaiadWarning
 CACHE_FORMAT = 1
 #: Name of the manifest file.  Kernel files always contain a dot, so no kernel collides with it.
 MANIFEST = "MANIFEST"
+#: An entry folder's count of uses (one byte each; not part of the entry).
+HITS = ".hits"
 #: Kernel names are cut to this many characters in file names (file systems allow 255 bytes).
 MAX_NAME = 150
 
@@ -211,12 +214,38 @@ def _tuples(value: Any) -> Any:
 
 
 def load(key: str, name: str, backend: Any) -> tuple[Entry, dict[str, bytes]] | None:
-    """The cached entry of ``key`` and its files, or None.  A damaged entry is removed, with a
-    warning."""
+    """The cached entry of ``key`` and its files, or None: from the local cache, else from the
+    remote one (`naiad.compiler.remote_cache`, then copied into the local one).  A damaged local
+    entry is removed, with a warning; a damaged remote one is ignored (the compile that follows
+    overwrites it)."""
     manager = get_manager()
+    hit = _load_local(manager, key, name, backend)
+    if hit is not None:
+        _count_hit(manager, key)
+        return hit
+    remote = remote_cache.current()
+    if remote is None:
+        return None
+    files = remote.get(remote_cache.KERNEL, key)
+    if files is None:
+        return None
+    try:
+        if not isinstance(files, dict) or not all(isinstance(v, bytes) for v in files.values()):
+            raise CorruptEntry("the store did not return a dict of bytes")
+        entry = unpack(files, key, name, backend)
+    except CorruptEntry as e:
+        remote.warn_once(f"its entry for kernel '{name}' ({key[:16]}...) is damaged ({e}); it is "
+                         f"compiled again and overwritten")
+        return None
+    remote.hit(remote_cache.KERNEL, key)
+    store_local(manager, key, files)
+    return entry, files
+
+
+def _load_local(manager: Any, key: str, name: str, backend: Any) -> tuple[Entry, dict[str, bytes]] | None:
     try:
         files = manager.get(key)
-    except Exception as e:  # a remote cache that is down must not stop compilation
+    except Exception as e:  # a cache manager that is down must not stop compilation
         _warn(f"the kernel cache manager {_describe(manager)} failed to read {key} "
               f"({type(e).__name__}: {e}); compiling instead")
         return None
@@ -230,6 +259,14 @@ def load(key: str, name: str, backend: Any) -> tuple[Entry, dict[str, bytes]] | 
         _warn(f"the cached kernel '{name}' ({_where(manager, key)}) is damaged: {e}; "
               f"{_removal(manager, key)}, and the kernel is compiled again")
         return None
+
+
+def _count_hit(manager: Any, key: str) -> None:
+    """Count a use of a local entry where the manager keeps count (`naiad cache ls`)."""
+    hit = getattr(manager, "hit", None)
+    if callable(hit):
+        with contextlib.suppress(Exception):
+            hit(key)
 
 
 def _removal(manager: Any, key: str) -> str:
@@ -247,8 +284,15 @@ def _removal(manager: Any, key: str) -> str:
 
 
 def store(key: str, files: dict[str, bytes]) -> None:
-    """Put an entry; a cache that cannot be written is a warning, the kernel still runs."""
-    manager = get_manager()
+    """Put an entry in the local cache and publish it to the remote one, if any; a cache that
+    cannot be written is a warning, the kernel still runs."""
+    store_local(get_manager(), key, files)
+    remote = remote_cache.current()
+    if remote is not None:
+        remote.put(remote_cache.KERNEL, key, files)
+
+
+def store_local(manager: Any, key: str, files: dict[str, bytes]) -> None:
     try:
         manager.put(key, files)
     except Exception as e:
@@ -298,15 +342,18 @@ class CacheManager:
 
 
 class FileCacheManager(CacheManager):
-    """One folder per key under ``<directory>/kernels/`` (``directory``: ``NAIAD_CACHE_DIR``,
-    read at each call).  Safe with several processes writing the same key at once."""
+    """One folder per key under ``<directory>/<folder>/`` (``directory``: ``NAIAD_CACHE_DIR``,
+    read at each call; ``folder``: ``kernels``).  Safe with several processes writing the same
+    key at once.  Each use of an entry appends a byte to its ``.hits`` file (`hit`), whose size
+    and time are the entry's hits and last use for `naiad cache`."""
 
-    def __init__(self, directory: str | None = None):
+    def __init__(self, directory: str | None = None, folder: str = "kernels"):
         self.directory = directory
+        self.folder = folder
 
     @property
     def root(self) -> str:
-        return os.path.join(self.directory or knobs.cache.dir, "kernels")
+        return os.path.join(self.directory or knobs.cache.dir, self.folder)
 
     def path(self, key: str) -> str:
         if not _KEY.match(key):
@@ -325,6 +372,8 @@ class FileCacheManager(CacheManager):
             raise
         files = {}
         for name in names:
+            if name.startswith("."):
+                continue                              # the entry's own records (.hits)
             with contextlib.suppress(OSError):       # vanished or unreadable: the manifest says so
                 with open(os.path.join(folder, name), "rb") as f:
                     files[name] = f.read()
@@ -361,6 +410,35 @@ class FileCacheManager(CacheManager):
         finally:
             if os.path.isdir(temporary):
                 shutil.rmtree(temporary, ignore_errors=True)
+
+    def hit(self, key: str) -> None:
+        with open(os.path.join(self.path(key), HITS), "ab") as f:
+            f.write(b".")
+
+    def entries(self) -> Iterator[tuple[str, "remote_cache.EntryStats"]]:
+        """Every entry's key and figures: its files' bytes, when it was written (its manifest's
+        time), last used, and how often."""
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError:
+            return
+        for key in names:
+            if not _KEY.match(key):
+                continue
+            folder = os.path.join(self.root, key)
+            try:
+                sizes = [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)
+                         if not n.startswith(".")]
+                created = os.path.getmtime(os.path.join(folder, MANIFEST)) \
+                    if os.path.exists(os.path.join(folder, MANIFEST)) else os.path.getmtime(folder)
+            except OSError:
+                continue                              # removed meanwhile
+            hits_file = os.path.join(folder, HITS)
+            try:
+                hits, used = os.path.getsize(hits_file), os.path.getmtime(hits_file)
+            except OSError:
+                hits, used = 0, created
+            yield key, remote_cache.EntryStats(sum(sizes), created, max(used, created), hits)
 
     def remove(self, key: str) -> None:
         folder = self.path(key)

@@ -3,7 +3,8 @@
 Tuning a kernel can take seconds per key; a process that starts again should not pay that twice.
 Each (kernel source, target, tuning key, list of configs) gets one small JSON file under
 ``<NAIAD_CACHE_DIR>/autotune/``, named by a hash of those parts, so a changed kernel or config
-list simply misses.  Files are written under a temporary name and renamed into place, so a
+list simply misses.  With ``NAIAD_REMOTE_CACHE`` the records are shared under the same hash
+(`naiad.compiler.remote_cache`), so a cluster tunes each kernel once.  Files are written under a temporary name and renamed into place, so a
 reader never sees half a file; a file that cannot be read or parsed counts as absent and is
 replaced by the next tuning.
 """
@@ -29,18 +30,67 @@ def path_for(parts: list[Any]) -> str:
 
 
 def load(path: str) -> dict[str, Any] | None:
-    """The stored record, or None when the file is missing, unreadable or not a JSON object."""
+    """The stored record, or None when the file is missing, unreadable or not a JSON object;
+    a record missing here is looked for in the remote cache (`_load_remote`)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
+        return _load_remote(path)
+    return data if isinstance(data, dict) else _load_remote(path)
+
+
+#: A shared record's files: the JSON, and its sha256 (checked before it is believed).
+_RECORD, _CHECKSUM = "record.json", "record.sha256"
+
+
+def _load_remote(path: str) -> dict[str, Any] | None:
+    """The record another machine tuned (``NAIAD_REMOTE_CACHE``), kept here too; None when
+    there is none or it fails its checksum (the tuning that follows overwrites it)."""
+    from naiad.compiler import remote_cache
+
+    remote = remote_cache.current()
+    if remote is None:
         return None
-    return data if isinstance(data, dict) else None
+    digest = _digest(path)
+    files = remote.get(remote_cache.AUTOTUNE, digest)
+    if not files:
+        return None
+    data = files.get(_RECORD) if isinstance(files, dict) else None
+    try:
+        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest().encode() != files.get(_CHECKSUM):
+            raise ValueError("its checksum does not match")
+        record = json.loads(data.decode("utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError("it is not a JSON object")
+    except ValueError as e:
+        remote.warn_once(f"its autotuning record {digest[:16]}... is damaged ({e}); the kernel is "
+                         f"tuned again and the record overwritten")
+        return None
+    remote.hit(remote_cache.AUTOTUNE, digest)
+    _write(path, record)
+    return record
+
+
+def _digest(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
 
 
 def store(path: str, data: dict[str, Any]) -> None:
-    """Write ``data`` atomically.  A cache that cannot be written is a warning, not an error:
-    the kernel still runs with the config just chosen."""
+    """Write ``data`` atomically, and publish it to the remote cache, if any.  A cache that
+    cannot be written is a warning, not an error: the kernel still runs with the config just
+    chosen."""
+    from naiad.compiler import remote_cache
+
+    _write(path, data)
+    remote = remote_cache.current()
+    if remote is not None:
+        text = json.dumps(data, indent=1).encode()
+        remote.put(remote_cache.AUTOTUNE, _digest(path),
+                   {_RECORD: text, _CHECKSUM: hashlib.sha256(text).hexdigest().encode()})
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
@@ -60,4 +110,4 @@ def store(path: str, data: dict[str, Any]) -> None:
 
 def _warn(path: str, error: OSError) -> None:
     warnings.warn(f"cannot write the autotuning cache file {path} ({error}) -- fix: set "
-                  f"NAIAD_CACHE_DIR to a writable directory", NaiadWarning, stacklevel=3)
+                  f"NAIAD_CACHE_DIR to a writable directory", NaiadWarning, stacklevel=4)
