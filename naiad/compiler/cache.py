@@ -156,8 +156,9 @@ def pack(key: str, name: str, entry: Entry, backend: Any) -> dict[str, bytes]:
     return files
 
 
-def unpack(files: dict[str, bytes], key: str, name: str, backend: Any) -> Entry:
-    """The entry held by ``files``; `CorruptEntry` says what is wrong with a damaged one."""
+def check(files: dict[str, bytes], key: str) -> dict:
+    """The manifest of ``files``, once every file it lists is there with its size and sha256;
+    `CorruptEntry` says what is wrong otherwise."""
     manifest = _json(files, MANIFEST)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise CorruptEntry(f"{MANIFEST} is not a manifest")
@@ -173,6 +174,25 @@ def unpack(files: dict[str, bytes], key: str, name: str, backend: Any) -> Entry:
             raise CorruptEntry(f"{file} has {len(data)} bytes, the manifest says {expected.get('size')}")
         if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
             raise CorruptEntry(f"{file} does not match its sha256 in the manifest")
+    return manifest
+
+
+def record_of(files: dict[str, bytes], key: str) -> dict:
+    """The kernel record (``<kernel>.json``: name, stages, metadata) of a sound entry, for tools
+    that know the key but not the kernel's name (`naiad cache`)."""
+    manifest = check(files, key)
+    records = [f for f in manifest["files"] if f.endswith(".json")]
+    if len(records) != 1:
+        raise CorruptEntry(f"the manifest lists {len(records)} kernel records, not one")
+    record = _json(files, records[0])
+    if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
+        raise CorruptEntry(f"{records[0]} is not a kernel record")
+    return record
+
+
+def unpack(files: dict[str, bytes], key: str, name: str, backend: Any) -> Entry:
+    """The entry held by ``files``; `CorruptEntry` says what is wrong with a damaged one."""
+    manifest = check(files, key)
     metadata_file = f"{name}.json"
     if metadata_file not in manifest["files"]:
         raise CorruptEntry(f"the manifest does not list {metadata_file}")

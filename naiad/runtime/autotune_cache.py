@@ -26,7 +26,7 @@ from naiad.errors import NaiadWarning
 def path_for(parts: list[Any]) -> str:
     """The file that holds the result for these parts (anything with a stable ``str``)."""
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
-    return os.path.join(knobs.cache.dir, "autotune", f"{digest}.json")
+    return os.path.join(directory(), f"{digest}.json")
 
 
 def load(path: str) -> dict[str, Any] | None:
@@ -41,7 +41,28 @@ def load(path: str) -> dict[str, Any] | None:
 
 
 #: A shared record's files: the JSON, and its sha256 (checked before it is believed).
-_RECORD, _CHECKSUM = "record.json", "record.sha256"
+RECORD, CHECKSUM = "record.json", "record.sha256"
+
+
+def directory() -> str:
+    """The folder of this machine's records."""
+    return os.path.join(knobs.cache.dir, "autotune")
+
+
+def shared_files(text: bytes) -> dict[str, bytes]:
+    """A record's JSON text as a shared entry's files."""
+    return {RECORD: text, CHECKSUM: hashlib.sha256(text).hexdigest().encode()}
+
+
+def check_shared(files: dict[str, bytes]) -> dict[str, Any]:
+    """The record a shared entry holds; ValueError says what is wrong with a damaged one."""
+    data = files.get(RECORD) if isinstance(files, dict) else None
+    if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest().encode() != files.get(CHECKSUM):
+        raise ValueError("its checksum does not match")
+    record = json.loads(data.decode("utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError("it is not a JSON object")
+    return record
 
 
 def _load_remote(path: str) -> dict[str, Any] | None:
@@ -56,13 +77,8 @@ def _load_remote(path: str) -> dict[str, Any] | None:
     files = remote.get(remote_cache.AUTOTUNE, digest)
     if not files:
         return None
-    data = files.get(_RECORD) if isinstance(files, dict) else None
     try:
-        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest().encode() != files.get(_CHECKSUM):
-            raise ValueError("its checksum does not match")
-        record = json.loads(data.decode("utf-8"))
-        if not isinstance(record, dict):
-            raise ValueError("it is not a JSON object")
+        record = check_shared(files)
     except ValueError as e:
         remote.warn_once(f"its autotuning record {digest[:16]}... is damaged ({e}); the kernel is "
                          f"tuned again and the record overwritten")
@@ -85,9 +101,7 @@ def store(path: str, data: dict[str, Any]) -> None:
     _write(path, data)
     remote = remote_cache.current()
     if remote is not None:
-        text = json.dumps(data, indent=1).encode()
-        remote.put(remote_cache.AUTOTUNE, _digest(path),
-                   {_RECORD: text, _CHECKSUM: hashlib.sha256(text).hexdigest().encode()})
+        remote.put(remote_cache.AUTOTUNE, _digest(path), shared_files(json.dumps(data, indent=1).encode()))
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
