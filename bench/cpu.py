@@ -1,9 +1,11 @@
 """CPU benchmarks: Naiad's CPU backend against numpy, torch and Triton's interpreter, in one run.
 
     pip install -r bench/requirements.txt && python bench/cpu.py [--quick] [--csv PATH]
+    python bench/cpu.py --plot bench/results/cpu.csv     # the plot, from a CSV
 
 Prints a table of median times and ratios (peer time / Naiad time: above 1 means Naiad is
-faster) and writes the same rows as CSV.  The kernels are the gallery's (naiad/tools/gallery.py);
+faster) and writes the same rows as CSV and, with matplotlib, their plot beside it (`plots`:
+bars of each library's time, log scale).  The kernels are the gallery's (naiad/tools/gallery.py);
 Triton's interpreter runs the very same Python functions with ``tl`` bound to triton.language.
 Also measures cold compile of softmax in a fresh process (imports excluded and included).
 """
@@ -24,6 +26,7 @@ import numpy as np  # noqa: E402
 import naiad  # noqa: E402
 from naiad.tools import gallery  # noqa: E402
 from host_timing import median_ms  # noqa: E402
+import plots  # noqa: E402
 
 
 def optional(name: str):
@@ -126,13 +129,33 @@ def cold_compile() -> tuple[float, float]:
     return compile_s * 1000, imports_s * 1000
 
 
+def plot(csv_path: str) -> str | None:
+    """The workloads' median times, Naiad's beside each peer's, as bars on a log scale (Triton's
+    interpreter is thousands of times slower) in a PNG beside the CSV; returns its path, or None
+    without matplotlib."""
+    columns = (("Naiad", "naiad_ms"), ("numpy", "numpy_ms"), ("torch", "torch_ms"),
+               ("Triton's interpreter", "triton_interp_ms"))
+    rows = plots.read_rows(csv_path, "workload", *(column for _, column in columns))
+    rows = [r for r in rows if r["numpy_ms"]]        # not the cold-compile rows, Naiad's alone
+    panel = plots.Bars("median time of one call (lower is better)", "ms (log scale)",
+                       [r["workload"] for r in rows],
+                       {label: [plots.number(r[column]) for r in rows] for label, column in columns},
+                       x_log=True)
+    return plots.write_png(csv_path, [panel], "CPU: Naiad against numpy, torch and Triton's interpreter",
+                           columns=1, panel_width=9)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "cpu.csv"))
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--no-triton", action="store_true", help="skip Triton's interpreter")
+    parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot)
+        return 0
     torch = optional("torch")
     triton = None if args.no_triton else optional("triton")
     if torch is not None:
@@ -168,6 +191,7 @@ def main() -> int:
         writer.writerow(("cold compile softmax (ms)", compile_ms, "", "", "", "", "", "", ""))
         writer.writerow(("compiler imports (ms)", imports_ms, "", "", "", "", "", "", ""))
     print(f"wrote {args.csv}")
+    plot(args.csv)
     return 0
 
 

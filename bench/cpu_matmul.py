@@ -1,6 +1,7 @@
 """CPU matmuls and attention: Naiad's ``tl.dot`` kernels against numpy's BLAS and torch, in one run.
 
     python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128] [--csv PATH]
+    python bench/cpu_matmul.py --plot bench/results/cpu-matmul.csv     # the plot, from a CSV
 
 Rows: the gallery's matmul kernel (`naiad.tools.gallery`: one program per tile x tile block
 of C, a K loop of 32, masked edges) in fp32 against numpy (BLAS)
@@ -12,7 +13,8 @@ first.  Times are medians of repeated calls after a warm-up, every column of a r
 turn, round after round, so that the machine's drift falls on all alike, each block after a
 rest that lets the previous library's spinning threads go to sleep; GFLOP/s = 2 M N K
 (attention: 4 B H N^2 D).  Prints a table, writes CSV (bench/results/cpu-matmul.csv by
-default).  On a shared 2-core machine the figures move by tens of percent from run to run:
+default) and, with matplotlib, its plot beside it (`plots`: GFLOP/s against size, fp32, bf16
+and attention).  On a shared 2-core machine the figures move by tens of percent from run to run:
 compare the ratios.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import statistics
 import time
 from typing import Any, Callable
@@ -29,6 +32,8 @@ import numpy as np
 
 import naiad
 from naiad.tools import gallery
+
+import plots
 
 try:
     import torch
@@ -134,13 +139,61 @@ def attention_rows(rounds: int) -> list[list[Any]]:
     return rows
 
 
+#: Benchmark names in the CSV: "matmul fp32 256^3", "attention fwd bf16 B1 H8 N512 D64".
+MATMUL_NAME = re.compile(r"matmul (\w+) (\d+)\^3")
+ATTENTION_NAME = re.compile(r"attention fwd (\w+) .*\bN(\d+)\b")
+
+
+def matmul_panel(rows: list[dict[str, str]], dtype: str, peers: tuple[str, ...]) -> plots.Lines:
+    """GFLOP/s against size in one dtype: a line per tile of Naiad's, one per peer library (each
+    size's median over the tiles' rows, which time the peer again)."""
+    points = [(int(m[2]), r) for r in rows for m in [MATMUL_NAME.fullmatch(r["benchmark"])]
+              if m and m[1] == dtype]
+    tiles = sorted({int(r["tile"]) for _, r in points})
+    series = {f"Naiad, tile {t}": [(size, plots.number(r["naiad GFLOP/s"])) for size, r in points
+                                   if int(r["tile"]) == t] for t in tiles}
+    for peer in peers:
+        sizes = sorted({size for size, _ in points})
+        series[peer] = [(size, statistics.median(plots.number(r[f"{peer} GFLOP/s"]) for s, r in points
+                                                  if s == size)) for size in sizes]
+    return plots.Lines(f"matmul {dtype}", "M = N = K", "GFLOP/s", series, x_log=True, dashed=peers,
+                       y_from_zero=True)
+
+
+def attention_panel(rows: list[dict[str, str]]) -> plots.Lines:
+    """GFLOP/s of the attention forward against sequence length: Naiad and torch per dtype."""
+    points = [(m[1], int(m[2]), r) for r in rows for m in [ATTENTION_NAME.match(r["benchmark"])] if m]
+    series = {}
+    for dtype in dict.fromkeys(d for d, _, _ in points):
+        for label, column in (("Naiad", "naiad GFLOP/s"), ("torch SDPA", "torch GFLOP/s")):
+            series[f"{label}, {dtype}"] = [(n, plots.number(r[column])) for d, n, r in points if d == dtype]
+    return plots.Lines("attention forward (B1 H8 D64)", "N (sequence)", "GFLOP/s", series, x_log=True,
+                       dashed=tuple(label for label in series if label.startswith("torch")),
+                       y_from_zero=True)
+
+
+def plot(csv_path: str) -> str | None:
+    """The CSV's rows as three panels of GFLOP/s (fp32 matmul, bf16 matmul, attention) in a PNG
+    beside it; returns its path, or None without matplotlib."""
+    rows = plots.read_rows(csv_path, "benchmark", "tile", "naiad GFLOP/s", "numpy GFLOP/s",
+                           "torch GFLOP/s")
+    panels = [matmul_panel(rows, "fp32", ("numpy", "torch")), matmul_panel(rows, "bf16", ("torch",)),
+              attention_panel(rows)]
+    return plots.write_png(csv_path, [p for p in panels if any(p.series.values())],
+                           "CPU: Naiad's tl.dot kernels against numpy (BLAS) and torch", columns=3)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="256,512,1024,2048")
     parser.add_argument("--tiles", default="32,64,128")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "cpu-matmul.csv"))
+    parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot)
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     tiles = [int(t) for t in args.tiles.split(",")]
     rows = matmul_rows(sizes, tiles, args.rounds)
@@ -156,6 +209,7 @@ def main() -> int:
         out.writerow(header)
         out.writerows([[r[0], r[1], *(f"{x:.4g}" for x in r[2:])] for r in rows])
     print(f"wrote {args.csv} (ratio: numpy's time for fp32 rows, torch's for bf16 and attention, over Naiad's)")
+    plot(args.csv)
     return 0
 
 

@@ -1,6 +1,7 @@
 """GPU benchmarks: Naiad's NVIDIA backend (cuda) against Triton and torch, in one run.
 
     python bench/gpu.py [--quick] [--only NAME,...] [--csv PATH]
+    python bench/gpu.py --plot bench/results/gpu.csv     # the plot, from a CSV, on any machine
 
 Each kernel is written once, as Triton-language source text (`KERNELS`), and imported twice
 from a temporary directory: once under ``import naiad as triton`` (Naiad's ``@jit``) and once
@@ -32,7 +33,9 @@ under the real ``import triton``; the same launch code then runs either module. 
 the repeats, for a smoke run of about a minute.
 
 Prints a table (ratio = Naiad / Triton: GB/s for bandwidth, time for launch and compile; a goal
-column where the project has one) and writes it as CSV (bench/results/gpu.csv by default).  A
+column where the project has one) and writes it as CSV (bench/results/gpu.csv by default) and,
+with matplotlib, its plot beside it (`plots`: bars of Naiad, Triton and torch, a panel per
+unit; the GPU machine need not have matplotlib: ``--plot CSV`` draws it later).  A
 kernel that fails to compile or gives a wrong answer makes a FAIL entry in its row (the
 exception's first line) and the run goes on.  Needs a CUDA device and torch; without Triton the
 Triton column stays empty.
@@ -61,6 +64,7 @@ os.environ["NAIAD_TRITON_COMPAT"] = "0"
 os.environ.pop("TRITON_INTERPRET", None)
 
 import naiad  # noqa: E402
+import plots  # noqa: E402
 
 try:
     import torch
@@ -781,6 +785,26 @@ def write_csv(path: str, rows: list[Row]) -> None:
         writer.writerows(cells(r, 6, "") for r in rows)
 
 
+def plot(csv_path: str) -> str | None:
+    """Each row's speed relative to Triton's, Naiad's and torch's (the ratio of rates, or the
+    inverse ratio of times: above 1 is faster), as bars in a PNG beside the CSV; returns its
+    path, or None without matplotlib."""
+    rows = plots.read_rows(csv_path, *COLUMNS[:5])
+    rows = [r for r in rows if r["unit"]]            # a benchmark that failed as a whole has none
+
+    def speed(row: dict[str, str], framework: str) -> float:
+        ratio = plots.number(row[framework]) / plots.number(row["triton"])
+        return ratio if row["unit"].endswith("/s") else 1 / ratio
+
+    panel = plots.Bars("speed relative to Triton (rates: GB/s, TFLOP/s; times: launch, compile)",
+                       "speed / Triton's (above 1: faster than Triton)",
+                       [f"{r['benchmark']} [{r['unit']}]" for r in rows],
+                       {name: [speed(r, column) for r in rows] for name, column in
+                        (("Naiad", "naiad"), ("torch", "torch"))}, reference=1.0)
+    return plots.write_png(csv_path, [panel], "GPU: Naiad and torch against Triton", columns=1,
+                           panel_width=11)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -792,6 +816,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results",
                                                       "gpu.csv"),
                         help="where to write the table (default: bench/results/gpu.csv)")
+    parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
     unknown = [n for n in args.only if n not in NAMES]
     if unknown:
@@ -801,6 +826,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    if args.plot:
+        plot(args.plot)
+        return 0
     if torch is None:
         sys.exit("bench/gpu.py needs torch (with CUDA): pip install torch")
     if not torch.cuda.is_available():
@@ -825,6 +853,7 @@ def main() -> int:
     print_table(rows)
     write_csv(args.csv, rows)
     print(f"wrote {args.csv}")
+    plot(args.csv)
     return 0
 
 

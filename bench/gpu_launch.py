@@ -18,7 +18,9 @@ back-to-back calls, then one torch.cuda.synchronize) / N, in microseconds.  Rows
 * a Python function call with the same arguments and nothing in it (the floor of any launch
   written in Python).
 
-Writes the rows to bench/results/gpu_launch.csv.  Needs a CUDA device and torch.
+Writes the rows to bench/results/gpu_launch.csv and, with matplotlib, their bars beside it
+(bench/launch.py's `report`; ``python bench/launch.py --plot CSV`` draws them later).  Needs a
+CUDA device and torch.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ L2 cache emptied before each timed call.
 
 Prints a table of GB/s (bytes = inputs read once + outputs written once) with the ratio Naiad /
 Triton, writes CSV (bench/results/gpu-sweep.csv by default) and, with matplotlib, a plot of the
-ratios beside it (the GPU machine need not have matplotlib: ``--plot CSV`` draws it later).
+ratios beside it (`plots`; the GPU machine need not have matplotlib: ``--plot CSV`` draws it
+later).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import gpu  # the method and helpers of bench/gpu.py (it also keeps `import triton` the real one)
+import plots
 
 torch = gpu.torch
 
@@ -268,34 +270,20 @@ def write_csv(path: str, points: list[Point]) -> None:
                           f"{row.ratio:.3f}", "; ".join(row.failures)])
 
 
-def plot(csv_path: str) -> str:
+def plot(csv_path: str) -> str | None:
     """One panel per kernel: Naiad / Triton against size, a line per dtype, the 0.97 goal
-    dashed.  Returns the PNG's path (the CSV's, with .png)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with open(csv_path) as f:
-        rows = list(csv.DictReader(f))
-    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
-    fig, axes = plt.subplots(2, math.ceil(len(kernels) / 2), figsize=(15, 8), squeeze=False)
-    for ax, kernel in zip(axes.flat, kernels):
-        for dtype in DTYPES:
-            points = [(int(r["size"]), float(r["naiad/triton"])) for r in rows
-                      if r["kernel"] == kernel and r["dtype"] == dtype]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=dtype)
-        ax.axhline(0.97, color="grey", linestyle="--", linewidth=1)
-        ax.set_xscale("log", base=2)
-        ax.set_title(kernel + (" (M = 4096)" if kernel in COLUMN_KERNELS else " (1-D)"))
-        ax.set_xlabel("N (columns)" if kernel in COLUMN_KERNELS else "elements")
-        ax.set_ylabel("Naiad / Triton (GB/s)")
-        ax.legend()
-    fig.suptitle("Memory-bound kernels on the GPU: Naiad / Triton 3.6 (above 1: Naiad faster)")
-    fig.tight_layout()
-    png = os.path.splitext(csv_path)[0] + ".png"
-    fig.savefig(png, dpi=90)
-    return png
+    dashed.  Returns the PNG's path (the CSV's, with .png), or None without matplotlib."""
+    rows = plots.read_rows(csv_path, "kernel", "dtype", "size", "naiad/triton")
+    panels = []
+    for kernel in dict.fromkeys(r["kernel"] for r in rows):
+        per_row = kernel in COLUMN_KERNELS
+        series = {dtype: [(int(r["size"]), plots.number(r["naiad/triton"])) for r in rows
+                          if r["kernel"] == kernel and r["dtype"] == dtype] for dtype in DTYPES}
+        panels.append(plots.Lines(kernel + (" (M = 4096)" if per_row else " (1-D)"),
+                                  "N (columns)" if per_row else "elements", "Naiad / Triton (GB/s)",
+                                  series, x_log=True, reference=0.97))
+    return plots.write_png(csv_path, panels, "Memory-bound kernels on the GPU: Naiad / Triton "
+                           "(above 1: Naiad faster; dashed: the 0.97 goal)", columns=3)
 
 
 def parse_args() -> argparse.Namespace:
@@ -319,7 +307,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     if args.plot:
-        print(f"wrote {plot(args.plot)}")
+        plot(args.plot)
         return 0
     if torch is None or not torch.cuda.is_available():
         sys.exit("bench/gpu_sweep.py needs torch with a CUDA device")
@@ -355,10 +343,7 @@ def main() -> int:
         missed = [row.benchmark for *_, row in points if row.ratio < 0.97]
         print(f"geomean Naiad/Triton {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} over "
               f"{len(ratios)} points; below 0.97: {len(missed)}")
-    try:
-        print(f"wrote {plot(args.csv)}")
-    except ImportError:
-        print("(no matplotlib here: draw the plot with --plot CSV where it is installed)")
+    plot(args.csv)
     return 0
 
 

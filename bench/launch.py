@@ -3,9 +3,12 @@ grid (1,), 64 float32 elements) on the CPU backend, next to numpy's and torch's 
 overhead for the same work.
 
     python bench/launch.py [--launches N] [--repeats R] [--csv PATH]
+    python bench/launch.py --plot bench/results/launch.csv     # the plot, from a CSV (also
+                                                               # bench/gpu_launch.py's)
 
 Each row is the median over R repeats of (time of N back-to-back calls) / N, in microseconds,
-measured with time.perf_counter.  Writes the rows to bench/results/launch.csv.
+measured with time.perf_counter.  Writes the rows to bench/results/launch.csv and, with
+matplotlib, their bars beside it (`plots`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 import naiad
 import naiad.language as tl
+import plots
 
 
 @naiad.jit
@@ -46,7 +50,11 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "launch.csv"))
+    parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot)
+        return
 
     x = np.ones(64, np.float32)
     y = np.ones(64, np.float32)
@@ -86,6 +94,17 @@ def report(rows: list[tuple[str, float]], path: str, launches: int, repeats: int
         for name, us in rows:
             writer.writerow([name, f"{us:.2f}", launches, repeats])
     print(f"wrote {path}")
+    plot(path)
+
+
+def plot(csv_path: str) -> str | None:
+    """The calls' median microseconds as bars, in a PNG beside the CSV; returns its path, or None
+    without matplotlib."""
+    rows = plots.read_rows(csv_path, "call", "median_us")
+    panel = plots.Bars("host time of one warm call (lower is better)", "µs per call (median)",
+                       [r["call"] for r in rows], {"median": [plots.number(r["median_us"]) for r in rows]})
+    return plots.write_png(csv_path, [panel], "Warm launch against the libraries' own calls", columns=1,
+                           panel_width=10)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 an OpenCL device, e.g. Intel's CPU runtime) against Naiad's own cpu backend.
 
     pip install "./plugins/naiad-opencl[intel-cpu]" && python bench/opencl.py [--quick] [--csv PATH]
+    python bench/opencl.py --plot bench/results/opencl.csv     # the plot, from a CSV
 
 The kernels are the gallery's (naiad/tools/gallery.py): vector add, softmax, layernorm and the
 64x64x32 matmul, each over a range of sizes.  Both backends get the same numpy arrays (opencl
 through shared virtual memory, without copies); every result is checked against numpy first.
 Prints median times and the ratio opencl / cpu (time: above 1 means the cpu backend is faster)
-and writes the same rows as CSV.  There is no goal: the table tells users which CPU path to use.
+and writes the same rows as CSV and, with matplotlib, their plot beside it (`plots`).  There is no goal: the table tells users which CPU path to use.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import naiad
 from naiad.tools import gallery
 from host_timing import median_ms
+import plots
 
 BACKENDS = ("cpu", "opencl")
 
@@ -46,12 +48,28 @@ def workloads(quick: bool):
         yield f"matmul {size}^3 fp32", "GFLOP/s", 2 * size ** 3, (lambda a=a, c=c: gallery.matmul(a, c)), a @ c
 
 
+def plot(csv_path: str) -> str | None:
+    """Each workload's median time on the two backends, as bars on a log scale, in a PNG beside
+    the CSV; returns its path, or None without matplotlib."""
+    rows = plots.read_rows(csv_path, "workload", "cpu_ms", "opencl_ms")
+    panel = plots.Bars("median time of one call (lower is better)", "ms (log scale)",
+                       [r["workload"] for r in rows],
+                       {f"{backend} backend": [plots.number(r[f"{backend}_ms"]) for r in rows]
+                        for backend in BACKENDS}, x_log=True)
+    return plots.write_png(csv_path, [panel], "Naiad's two CPU paths: the cpu backend and opencl",
+                           columns=1, panel_width=8)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer, smaller sizes (a smoke run)")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "opencl.csv"))
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot)
+        return 0
     from naiad.backends.discovery import registry
     from naiad.backends.selection import driver_for
 
@@ -83,6 +101,7 @@ def main() -> int:
         writer.writerow(header)
         writer.writerows(rows)
     print(f"wrote {args.csv}")
+    plot(args.csv)
     return 0
 
 

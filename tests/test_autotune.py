@@ -436,7 +436,8 @@ def test_cache_dir_default(monkeypatch, tmp_path):
 
 
 # -- printing -------------------------------------------------------------------------------------------
-def test_print_autotuning_shows_progress_and_the_choice(monkeypatch, capsys):
+def test_print_autotuning_shows_the_choice(monkeypatch, capsys):
+    """stderr here is no terminal: no progress line (tests/test_autotune_progress.py has it)."""
     monkeypatch.setenv("NAIAD_PRINT_AUTOTUNING", "1")
     bench = FakeBench({16: 2.0, 64: 1.0})
     kernel = naiad.autotune(configs(16, 64), key=["n"], do_bench=bench, pre_hook=bench.saw)(
@@ -445,8 +446,7 @@ def test_print_autotuning_shows_progress_and_the_choice(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert "naiad: autotuned kernel recorded for key (1000, 'float32', 'float32') in" in out
     assert f"(2 configs); best config: {kernel.configs[1]}" in out
-    assert "naiad: autotuning recorded: config 1/2 (BLOCK: 16" in err
-    assert "config 2/2 (BLOCK: 64" in err and err.endswith("\n")
+    assert err == ""
     kernel[(1,)](*arrays(), 1000)
     assert capsys.readouterr() == ("", "")                   # a cached key prints nothing
 

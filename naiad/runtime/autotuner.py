@@ -24,6 +24,7 @@ from typing import Any, Callable, Container, Iterable
 from naiad import knobs
 from naiad.compiler.errors import CompilationError
 from naiad.errors import NaiadError, OutOfResources
+from naiad.runtime.autotune_progress import TuningProgress
 from naiad.runtime.kernel_interface import KernelInterface
 
 #: Errors that disqualify one config rather than the kernel.
@@ -276,13 +277,17 @@ class Autotuner(KernelWrapper):
         timings: dict[Config, Any] = {}
         if len(configs) > 1:
             failures: dict[Config, Exception] = {}
-            progress = _Progress(self.name, len(configs)) if knobs.autotuning.print else None
-            for i, config in enumerate(configs):
+            # on a terminal only (TuningProgress): logs and pipes get just the summary below
+            progress = TuningProgress(self.name, len(configs), sys.stderr) \
+                if knobs.autotuning.print else None
+            try:
+                for config in configs:
+                    timings[config] = self._bench(config, args, positional, kwargs, grid, failures)
+                    if progress:
+                        progress.timed(config, _score(timings[config]))
+            finally:
                 if progress:
-                    progress.show(i, config)
-                timings[config] = self._bench(config, args, positional, kwargs, grid, failures)
-            if progress:
-                progress.done()
+                    progress.close()
             if len(failures) == len(configs):
                 raise AutotunerError(_all_failed(self.name, failures))
             self._zero({**positional, **kwargs})      # the benchmark runs dirtied them
@@ -400,23 +405,6 @@ def _default_benchmarker(warmup: float | None, rep: float | None) -> Callable[..
         return do_bench(kernel_call, quantiles=quantiles, **options)
 
     return bench
-
-
-class _Progress:
-    """One line on stderr, rewritten for each config while a kernel tunes."""
-
-    def __init__(self, kernel: str, total: int):
-        self.kernel, self.total, self.width = kernel, total, 0
-
-    def show(self, index: int, config: Config) -> None:
-        text = f"naiad: autotuning {self.kernel}: config {index + 1}/{self.total} ({config})"
-        sys.stderr.write("\r" + text.ljust(self.width))
-        sys.stderr.flush()
-        self.width = len(text)
-
-    def done(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 class Heuristics(KernelWrapper):
