@@ -152,7 +152,7 @@ def test_an_unreachable_remote_is_an_error_naming_it(local, capsys, monkeypatch)
         port = s.getsockname()[1]
     monkeypatch.setenv("NAIAD_REMOTE_CACHE", f"redis://127.0.0.1:{port}/0")
     code, _, err = naiad_cache(capsys, "--remote", "stats")
-    assert code == 1 and f"the remote cache redis://127.0.0.1:{port}/0 failed (ConnectionError" in err
+    assert code == 1 and f"the remote cache redis://127.0.0.1:{port}/0 failed (ConnectionRefusedError" in err
 
 
 def test_a_custom_cache_manager_cannot_be_listed(local, capsys, monkeypatch):

@@ -33,7 +33,7 @@ def server(tmp_path):
     redis_server.stop()
 
 
-def node(tmp_path, name: str, url: str, *kernels: str, timeout: float = 2.0, wait: bool = True):
+def node(tmp_path, name: str, url: str, *kernels: str, timeout: float = 10.0, wait: bool = True):
     """Run one node (a process with the cache folder ``tmp_path/name``); its JSON report, or the
     process itself when not ``wait``."""
     env = dict(os.environ, NAIAD_CACHE_DIR=str(tmp_path / name), NAIAD_REMOTE_CACHE=url,
@@ -86,7 +86,7 @@ def test_nodes_compiling_at_once_all_succeed_and_share(server, tmp_path):
     assert sum(r["compiles"] + r["hits"] for r in reports) == 8
     assert len(kernel_keys(server)) == 5
     last = node(tmp_path, "last", server.url, "add", *[f"max:{128 * 2 ** i}" for i in range(4)])
-    assert last["compiles"] == 0 and last["hits"] == 5
+    assert last["compiles"] == 0 and last["hits"] == 5, last
 
 
 def test_redis_down_at_start_is_one_warning_and_local_compiles(tmp_path):
