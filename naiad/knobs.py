@@ -313,7 +313,7 @@ class CacheKnobs(KnobGroup):
     remote = env_str(
         "NAIAD_REMOTE_CACHE", None,
         "URL of a compile cache shared by several machines, read and written beside the local "
-        "one: redis://host:port/db (pip install 'naiad[redis]'), file:///shared/dir, or a scheme "
+        "one: redis://[password@]host:port/db (or rediss:// with TLS), file:///shared/dir, or a scheme "
         "a package registers under the 'naiad.remote_cache' entry point group.  Autotuning "
         "results are shared through it too.  Unset: local only.")
     remote_timeout = env_seconds(
