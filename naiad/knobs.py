@@ -292,7 +292,7 @@ class AutotuningKnobs(KnobGroup):
     print = env_bool(
         "NAIAD_PRINT_AUTOTUNING", False,
         "1: print each autotuned kernel's chosen config and how long tuning took, with a "
-        "progress line on stderr while it tunes.")
+        "progress line on stderr while it tunes when stderr is a terminal.")
 
 
 class CacheKnobs(KnobGroup):
