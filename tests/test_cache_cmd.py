@@ -83,7 +83,8 @@ def test_prune_by_age_then_by_size(local, capsys):
     entries = sorted(cache.FileCacheManager().entries(), key=lambda e: e[1].size)
     old_key = entries[0][0]
     long_ago = time.time() - 40 * 86400
-    os.utime(local / "kernels" / old_key / cache.MANIFEST, (long_ago, long_ago))
+    for file in (local / "kernels" / old_key).iterdir():      # written and last used long ago
+        os.utime(file, (long_ago, long_ago))
     code, out, _ = naiad_cache(capsys, "prune", "--older-than", "30d")
     assert code == 0 and out.startswith("removed 1 entries")
     assert not (local / "kernels" / old_key).exists()

@@ -21,13 +21,17 @@ reading, every file named in the manifest must be present with its size and hash
 must parse, and every stage it lists must decode; an entry that fails any check is reported
 with a `NaiadWarning`, removed, and compiled again -- never a crash, never a wrong kernel.
 
-**Managers.**  The default `FileCacheManager` keeps one folder per key under
-``<NAIAD_CACHE_DIR>/kernels/``, written as a temporary folder beside it and renamed into place,
-so a reader never sees half an entry; when another process has put the same key first, its
-entry is kept.  ``NAIAD_CACHE_MANAGER=module:Class`` (or ``naiad.knobs.cache.manager_class =
-Class``) replaces it with any class of `CacheManager`'s shape: ``get(key)``, ``put(key, files)``
-and optionally ``remove(key)``.  The integrity checks above run in the core, whatever the
-manager.
+**Managers.**  The default `FileCacheManager` (`naiad.compiler.cache_managers`) keeps one
+folder per key under ``<NAIAD_CACHE_DIR>/kernels/``, written as a temporary folder beside it and
+renamed into place, so a reader never sees half an entry; when another process has put the same
+key first, its entry is kept.  ``NAIAD_CACHE_MANAGER=module:Class`` (or
+``naiad.knobs.cache.manager_class = Class``) replaces it with any class of `CacheManager`'s
+shape: ``get(key)``, ``put(key, files)`` and optionally ``remove(key)``.  The integrity checks
+above run in the core, whatever the manager.
+
+**Remote.**  With ``NAIAD_REMOTE_CACHE`` a miss here is looked for in a cache shared by
+machines before compiling, and what is compiled is published there (`load`, `store`;
+`naiad.compiler.remote_cache`).
 """
 
 from __future__ import annotations
@@ -39,14 +43,12 @@ import hashlib
 import importlib
 import json
 import os
-import re
-import shutil
-import tempfile
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 from naiad import knobs
 from naiad.compiler import remote_cache
+from naiad.compiler.cache_managers import CacheManager, FileCacheManager
 from naiad.version import __version__
 from naiad.errors import KnobError, NaiadWarning
 
@@ -54,12 +56,9 @@ from naiad.errors import KnobError, NaiadWarning
 CACHE_FORMAT = 1
 #: Name of the manifest file.  Kernel files always contain a dot, so no kernel collides with it.
 MANIFEST = "MANIFEST"
-#: An entry folder's count of uses (one byte each; not part of the entry).
-HITS = ".hits"
 #: Kernel names are cut to this many characters in file names (file systems allow 255 bytes).
 MAX_NAME = 150
 
-_KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
 class CacheManagerError(KnobError):
@@ -334,140 +333,6 @@ def _where(manager: Any, key: str) -> str:
     if isinstance(manager, FileCacheManager):
         return manager.path(key)
     return f"key {key} of {_describe(manager)}"
-
-
-# -- managers --------------------------------------------------------------------------------
-
-class CacheManager:
-    """The interface of a kernel cache manager (``NAIAD_CACHE_MANAGER=module:Class``).
-
-    The class is constructed without arguments, once per process and class.  Keys are sha256
-    hex digests; an entry is a dict of file name -> bytes (names never contain a path
-    separator).  The core checks every entry's integrity itself, so a manager only stores and
-    returns bytes.
-    """
-
-    def get(self, key: str) -> dict[str, bytes] | None:
-        """Every file of the entry ``key``, or None when there is none."""
-        raise NotImplementedError
-
-    def put(self, key: str, files: dict[str, bytes]) -> None:
-        """Store an entry.  When ``key`` is already present the manager may keep either copy:
-        both were compiled from the same inputs."""
-        raise NotImplementedError
-
-    def remove(self, key: str) -> None:
-        """Drop the entry ``key`` (called when it is damaged).  Optional: the default does
-        nothing, and then a damaged entry is replaced only if `put` overwrites."""
-
-
-class FileCacheManager(CacheManager):
-    """One folder per key under ``<directory>/<folder>/`` (``directory``: ``NAIAD_CACHE_DIR``,
-    read at each call; ``folder``: ``kernels``).  Safe with several processes writing the same
-    key at once.  Each use of an entry appends a byte to its ``.hits`` file (`hit`), whose size
-    and time are the entry's hits and last use for `naiad cache`."""
-
-    def __init__(self, directory: str | None = None, folder: str = "kernels"):
-        self.directory = directory
-        self.folder = folder
-
-    @property
-    def root(self) -> str:
-        return os.path.join(self.directory or knobs.cache.dir, self.folder)
-
-    def path(self, key: str) -> str:
-        if not _KEY.match(key):
-            raise ValueError(f"not a cache key: {key!r}")
-        return os.path.join(self.root, key)
-
-    def get(self, key: str) -> dict[str, bytes] | None:
-        folder = self.path(key)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            if os.path.lexists(folder) and not os.path.isdir(folder):
-                return None        # a file or a broken link in its place: `put` replaces it
-            if not os.path.lexists(folder):
-                return None
-            raise
-        files = {}
-        for name in names:
-            if name.startswith("."):
-                continue                              # the entry's own records (.hits)
-            with contextlib.suppress(OSError):       # vanished or unreadable: the manifest says so
-                with open(os.path.join(folder, name), "rb") as f:
-                    files[name] = f.read()
-        return files
-
-    def put(self, key: str, files: dict[str, bytes]) -> None:
-        folder = self.path(key)
-        if os.path.isdir(folder):
-            return                                    # another process was first: keep its entry
-        if os.path.lexists(folder):                   # a file or a broken (looping) link
-            try:
-                os.unlink(folder)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                raise OSError(f"{folder} is a {'link' if os.path.islink(folder) else 'file'}, "
-                              f"not an entry folder, and cannot be removed ({e})") from None
-        for name in files:
-            if not name or name.startswith(".") or "/" in name or os.sep in name or \
-                    (os.altsep and os.altsep in name):
-                raise ValueError(f"not a cache file name: {name!r}")
-        os.makedirs(self.root, exist_ok=True)
-        temporary = tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{key[:16]}-")
-        try:
-            for name, data in files.items():
-                with open(os.path.join(temporary, name), "wb") as f:
-                    f.write(data)
-            try:
-                os.rename(temporary, folder)
-            except OSError:
-                if not os.path.isdir(folder):
-                    raise
-                # Another process renamed its entry into place first: keep theirs.
-        finally:
-            if os.path.isdir(temporary):
-                shutil.rmtree(temporary, ignore_errors=True)
-
-    def hit(self, key: str) -> None:
-        with open(os.path.join(self.path(key), HITS), "ab") as f:
-            f.write(b".")
-
-    def entries(self) -> Iterator[tuple[str, "remote_cache.EntryStats"]]:
-        """Every entry's key and figures: its files' bytes, when it was written (its manifest's
-        time), last used, and how often."""
-        try:
-            names = sorted(os.listdir(self.root))
-        except OSError:
-            return
-        for key in names:
-            if not _KEY.match(key):
-                continue
-            folder = os.path.join(self.root, key)
-            try:
-                sizes = [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)
-                         if not n.startswith(".")]
-                created = os.path.getmtime(os.path.join(folder, MANIFEST)) \
-                    if os.path.exists(os.path.join(folder, MANIFEST)) else os.path.getmtime(folder)
-            except OSError:
-                continue                              # removed meanwhile
-            hits_file = os.path.join(folder, HITS)
-            try:
-                hits, used = os.path.getsize(hits_file), os.path.getmtime(hits_file)
-            except OSError:
-                hits, used = 0, created
-            yield key, remote_cache.EntryStats(sum(sizes), created, max(used, created), hits)
-
-    def remove(self, key: str) -> None:
-        folder = self.path(key)
-        doomed = os.path.join(self.root, f".del-{key[:16]}-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            os.rename(folder, doomed)                 # atomic: readers see the entry or nothing
-        except FileNotFoundError:
-            return                                    # gone already (another process removed it)
-        shutil.rmtree(doomed, ignore_errors=True)
 
 
 _managers: dict[Any, CacheManager] = {}

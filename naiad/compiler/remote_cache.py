@@ -23,7 +23,6 @@ tried again after.  A damaged remote entry is ignored, compiled again and overwr
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import urllib.parse
@@ -31,6 +30,7 @@ import warnings
 from typing import Any, Iterator
 
 from naiad import knobs
+from naiad.compiler.cache_managers import EntryStats
 from naiad.errors import NaiadError, NaiadWarning
 
 #: Seconds a remote store is left alone after it failed.
@@ -39,16 +39,6 @@ REST_SECONDS = 30.0
 ENTRY_POINT_GROUP = "naiad.remote_cache"
 #: The namespaces of entries.
 KERNEL, AUTOTUNE = "kernel", "autotune"
-
-
-@dataclasses.dataclass
-class EntryStats:
-    """What `naiad cache` shows of an entry: bytes, creation and last use (Unix times), hits."""
-
-    size: int
-    created: float
-    used: float
-    hits: int
 
 
 class RemoteStore:

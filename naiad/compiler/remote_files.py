@@ -9,8 +9,8 @@ import urllib.parse
 import urllib.request
 from typing import Iterator
 
-from naiad.compiler.cache import FileCacheManager
-from naiad.compiler.remote_cache import EntryStats
+from naiad.compiler.cache_managers import FileCacheManager
+from naiad.compiler.cache_managers import EntryStats
 from naiad.errors import NaiadError
 
 

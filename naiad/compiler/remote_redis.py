@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterator
 
-from naiad.compiler.remote_cache import EntryStats
+from naiad.compiler.cache_managers import EntryStats
 from naiad.compiler.resp import Client, RespError
 
 _META = ("@created", "@used", "@hits")

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from naiad import knobs
 from naiad.compiler import cache, remote_cache
+from naiad.compiler.cache_managers import EntryStats
 from naiad.errors import NaiadError
 from naiad.runtime import autotune_cache
 
@@ -30,7 +31,7 @@ class Place:
     def __init__(self, name: str, store: Any, namespaces: tuple[str, ...]):
         self.name, self.store, self.namespaces = name, store, namespaces
 
-    def entries(self, namespace: str) -> Iterator[tuple[str, remote_cache.EntryStats]]:
+    def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
         return self.store.entries(namespace)
 
     def get(self, namespace: str, key: str) -> dict[str, bytes] | None:
@@ -52,7 +53,7 @@ class LocalStore:
                              f"files under NAIAD_CACHE_DIR")
         self.kernels = manager
 
-    def entries(self, namespace: str) -> Iterator[tuple[str, remote_cache.EntryStats]]:
+    def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
         if namespace == remote_cache.KERNEL:
             yield from self.kernels.entries()
             return
@@ -61,7 +62,7 @@ class LocalStore:
             path = os.path.join(folder, name)
             if name.endswith(".json") and os.path.isfile(path):
                 changed = os.path.getmtime(path)
-                yield name[:-len(".json")], remote_cache.EntryStats(os.path.getsize(path), changed, changed, 0)
+                yield name[:-len(".json")], EntryStats(os.path.getsize(path), changed, changed, 0)
 
     def get(self, namespace: str, key: str) -> dict[str, bytes] | None:
         if namespace == remote_cache.KERNEL:
