@@ -7,63 +7,25 @@ two ulp (``tan``, the quotient of ``sin`` and ``cos``: four).  And a kernel call
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
 import naiad
 import naiad.language as tl
 from naiad.language.extra import libdevice
+from tests.hip.host_math import host_function, ulp_distance
 from tests.hip.test_compile import _compile
 
 pytestmark = pytest.mark.shipped_backends
 
 
 def _compiled(symbol: str, double: bool, arity: int = 1, result=None):
-    """``symbol`` over one lane, as a host function taking arrays (``result``: the output dtype
-    when it is not the input's)."""
-    import llvmlite.binding as llvm
-    import llvmlite.ir as ir
-
+    """``symbol`` over one lane on this host, its calls of ``exp``, ``log``... answered by the
+    hip backend's own hooks (Naiad's ``double`` functions, as on the GPU)."""
     from naiad.backends.hip.hooks import AMDGPUHooks
-    from naiad.codegen import elementwise
     from naiad.codegen.mathlib import composed
 
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    module = ir.Module()
-    module.triple = llvm.get_process_triple()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * (arity + 1)), "f")
-    b = ir.IRBuilder(fn.append_basic_block())
-    element = ir.DoubleType() if double else ir.FloatType()
-    ctx = elementwise.Lowering(b, AMDGPUHooks("gfx942", 64, ""), 1)
-    values = [b.load(fn.args[i], typ=element) for i in range(arity)]
-    b.store(composed.FUNCTIONS[symbol](ctx, values), fn.args[arity])
-    b.ret_void()
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
-                                        llvm.Target.from_default_triple().create_target_machine())
-    engine.finalize_object()
-    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (arity + 1))(engine.get_function_address("f"))
-
-    def run(*inputs: np.ndarray) -> np.ndarray:
-        out = np.empty(len(inputs[0]), result or inputs[0].dtype)
-        for i in range(len(out)):
-            call(*[x[i:].ctypes.data for x in inputs], out[i:].ctypes.data)
-        return out
-    run.engine = engine
-    return run
-
-
-def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Units in the last place between two arrays of one float type (NaN and NaN: 0)."""
-    width = got.dtype.itemsize * 8
-    bits, sign = {32: np.int32, 64: np.int64}[width], 1 << (width - 1)
-
-    def ordered(a: np.ndarray) -> list[int]:
-        return [-(v & (sign - 1)) if v < 0 else v for v in (int(x) for x in a.view(bits))]
-    return np.array([0 if np.isnan(g) and np.isnan(w) else abs(a - c)
-                     for g, w, a, c in zip(got, want, ordered(got), ordered(want))], dtype=object)
+    return host_function(composed.FUNCTIONS[symbol], AMDGPUHooks("gfx942", 64, ""), 1, double, arity, result)
 
 
 def _inputs(kind: str) -> np.ndarray:
@@ -103,7 +65,7 @@ def test_unary_functions_against_numpy(name, double):
         xs = _inputs(kind).astype(dtype)
         want = reference(xs.astype(np.float64)).astype(dtype)
     got = _compiled(name if double else name + "f", double)(xs)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= (double_ulps if double else 0), \
         f"{name}({xs[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"
@@ -138,7 +100,7 @@ def test_binary_functions_against_numpy_with_c99_special_cases(name, double):
         want = reference(y.astype(np.float64), x.astype(np.float64)).astype(dtype) \
             if name != "nextafter" else reference(y, x)
     got = _compiled(name if double else name + "f", double, arity=2)(y, x)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= (double_ulps if double else 0), \
         f"{name}({y[worst]!r}, {x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.hip.host_math import host_function, ulp_distance
+
 special = pytest.importorskip("scipy.special")
 
 REFERENCES = {"erff": special.erf, "tanhf": np.tanh, "expm1f": np.expm1}
@@ -20,51 +22,11 @@ MAX_DOUBLE_ULPS = 2
 
 
 def _compiled(name: str, lanes: int, double: bool = False, arity: int = 1):
-    """The function over ``lanes`` floats (doubles), as a host function ``f(in *, out *)`` (with
-    ``arity`` 2: ``f(x *, y *, out *)``)."""
-    import llvmlite.binding as llvm
-    import llvmlite.ir as ir
-
-    from naiad.codegen import elementwise
+    """Naiad's own ``name`` over ``lanes`` floats (doubles), on this host."""
     from naiad.codegen.hooks import TargetHooks
     from naiad.codegen.mathlib import without_libm
 
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    module = ir.Module()
-    module.triple = llvm.get_process_triple()
-    pointer = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * (arity + 1)), "f")
-    b = ir.IRBuilder(fn.append_basic_block())
-    element = ir.DoubleType() if double else ir.FloatType()
-    ty = element if lanes == 1 else ir.VectorType(element, lanes)
-    ctx = elementwise.Lowering(b, TargetHooks(), lanes)
-    values = [b.load(fn.args[i], typ=ty, align=4) for i in range(arity)]
-    b.store(without_libm.FUNCTIONS[name](ctx, values), fn.args[arity]).align = 4
-    b.ret_void()
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
-                                        llvm.Target.from_default_triple().create_target_machine())
-    engine.finalize_object()
-    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (arity + 1))(engine.get_function_address("f"))
-
-    def run(*inputs: np.ndarray) -> np.ndarray:
-        out = np.empty_like(inputs[0])
-        for i in range(0, len(out), lanes):
-            call(*[x[i:].ctypes.data for x in inputs], out[i:].ctypes.data)
-        return out
-    run.engine = engine
-    return run
-
-
-def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Units in the last place between two arrays of one float type (as Python ints: exact)."""
-    width = got.dtype.itemsize * 8
-    bits = {32: np.int32, 64: np.int64}[width]
-    sign = 1 << (width - 1)
-
-    def ordered(a: np.ndarray) -> list[int]:
-        return [-(v & (sign - 1)) if v < 0 else v for v in (int(x) for x in a.view(bits))]
-    return np.array([abs(g - w) for g, w in zip(ordered(got), ordered(want))], dtype=object)
+    return host_function(without_libm.FUNCTIONS[name], TargetHooks(), lanes, double, arity)
 
 
 def _inputs() -> np.ndarray:
@@ -83,7 +45,7 @@ def test_within_a_few_ulps_of_the_double_precision_result(name, lanes):
     got = _compiled(name, lanes)(xs)
     with np.errstate(over="ignore"):
         want = REFERENCES[name](xs.astype(np.float64)).astype(np.float32)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= MAX_ULPS, f"{name}({xs[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"
 
@@ -112,7 +74,7 @@ def test_double_precision_within_an_ulp_or_two(name):
     got = _compiled(name, 1, double=True)(xs)
     with np.errstate(all="ignore"):
         want = DOUBLE_REFERENCES[name](xs)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= MAX_DOUBLE_ULPS, f"{name}({xs[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"
 
@@ -145,7 +107,7 @@ def test_sine_and_cosine_over_the_whole_range(name):
     with mpmath.workprec(2000):
         reference = getattr(mpmath, name)
         want = np.array([float(reference(mpmath.mpf(float(x)))) for x in xs])
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= MAX_DOUBLE_ULPS, f"{name}({xs[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"
 
@@ -180,7 +142,7 @@ def test_pow_within_an_ulp_or_two_and_c99_special_cases():
     grid = np.array([(a, c) for a in specials for c in specials], np.float64)
     got = _compiled("pow", 1, double=True, arity=2)(bases, powers)
     want = _c_pow()(bases, powers)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= MAX_DOUBLE_ULPS, f"pow({bases[worst]!r}, {powers[worst]!r}) = {got[worst]!r}"
     x, y = grid[:, 0].copy(), grid[:, 1].copy()
@@ -190,7 +152,7 @@ def test_pow_within_an_ulp_or_two_and_c99_special_cases():
         if exact:
             assert (np.isnan(g) and np.isnan(w)) or (g == w and np.signbit(g) == np.signbit(w)), (a, c, g, w)
         else:
-            assert _ulps(np.array([g]), np.array([w]))[0] <= 1, (a, c, g, w)
+            assert ulp_distance(np.array([g]), np.array([w]))[0] <= 1, (a, c, g, w)
 
 
 def test_exp10_within_an_ulp():
@@ -200,7 +162,7 @@ def test_exp10_within_an_ulp():
     got = _compiled("exp10", 1, double=True)(xs)
     with np.errstate(all="ignore"):
         want = 10.0 ** xs
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     assert ulps.max() <= MAX_DOUBLE_ULPS, xs[int(np.argmax(ulps))]
 
 
@@ -213,7 +175,7 @@ def test_erf_in_double_precision_within_an_ulp():
     got = _compiled("erf", 1, double=True)(xs)
     with mpmath.workprec(200):
         want = np.array([float(mpmath.erf(mpmath.mpf(float(x)))) for x in xs])
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     assert ulps.max() <= 1, xs[int(np.argmax(ulps))]
     specials = _compiled("erf", 1, double=True)(np.array([np.nan, np.inf, -np.inf, -0.0]))
     assert np.isnan(specials[0]) and list(specials[1:3]) == [1.0, -1.0] and np.signbit(specials[3])
@@ -233,7 +195,7 @@ def test_erfc_through_its_whole_range(double):
     got = _compiled("erfc" if double else "erfcf", 1, double=double)(xs)
     with mpmath.workprec(300):
         want = np.array([float(mpmath.erfc(mpmath.mpf(float(x)))) for x in xs]).astype(xs.dtype)
-    ulps = _ulps(got, want)
+    ulps = ulp_distance(got, want)
     worst = int(np.argmax(ulps))
     assert ulps.max() <= (4 if double else 0), f"erfc({xs[worst]!r}) = {got[worst]!r}, want {want[worst]!r}"
     specials = _compiled("erfc" if double else "erfcf", 1, double=double)(
