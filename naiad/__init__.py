@@ -33,6 +33,11 @@ __all__ = ["Autotuner", "CompilationError", "Config", "Heuristics", "JITFunction
            "cdiv", "compile", "constexpr_function", "heuristics", "jit", "knobs", "next_power_of_2",
            "set_allocator", "set_backend"]
 
+if knobs.runtime.profile:      # NAIAD_PROFILE=1: record the whole process, report at exit
+    from naiad.profiler import process as _profiled_process
+
+    _profiled_process.profile_process()
+
 if knobs.compat.triton:     # last: the compat modules import the names defined above
     import naiad.compat
 

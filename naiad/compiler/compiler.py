@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from naiad import knobs as _knobs
 from naiad.backends.compiler import BaseBackend, GPUTarget, Language
@@ -311,8 +311,23 @@ class CompiledKernel:
 
     def launch_metadata(self, grid: tuple, stream: Any, *args: Any) -> dict[str, Any]:
         """What the launch hooks get about one launch (Triton's ``CompiledKernel.launch_metadata``,
-        which torch's Inductor calls when a launch-enter hook is set)."""
-        return {"name": self.name, "grid": tuple(grid), "stream": stream, "hash": self.hash}
+        which torch's Inductor calls when a launch-enter hook is set): the kernel's name, grid,
+        stream, hash and backend, updated with what the kernel's own ``launch_metadata``
+        function (``@jit(launch_metadata=fn)``) returns for ``args`` -- every parameter, in
+        order -- as Triton's: ``fn(grid, kernel metadata, {parameter name: argument})`` -> a
+        dict that may rename the launch ("name") and count its work ("flops", "bytes")."""
+        metadata = {"name": self.name, "grid": tuple(grid), "stream": stream, "hash": self.hash,
+                    "backend": self.backend.target.backend}
+        fn = getattr(self.src, "fn", None)
+        describe = getattr(fn, "launch_metadata", None)
+        if describe is not None:
+            declared = describe(tuple(grid), self.metadata, dict(zip(fn.arg_names, args)))
+            if not isinstance(declared, dict):
+                raise NaiadError(f"{self.name}: its launch_metadata function returned "
+                                 f"{type(declared).__name__}, not a dict -- fix: return a dict such "
+                                 f"as {{'flops': ..., 'bytes': ...}}")
+            metadata.update(declared)
+        return metadata
 
     def __getitem__(self, grid: Any) -> Any:
         """``kernel[grid](*args)``: launch this compiled kernel directly, every parameter
@@ -334,7 +349,7 @@ class CompiledKernel:
             self.load(driver)
         stream = driver.get_current_stream()
         enter, leave = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
-        launch_metadata = self.launch_metadata(grid, stream) if enter or leave else None
+        launch_metadata = self.launch_metadata(grid, stream, *args) if enter or leave else None
         self.launcher(grid[0], grid[1], grid[2], stream, self.function, self.packed_metadata,
                       launch_metadata, enter or None, leave or None, *args)
 
@@ -415,6 +430,7 @@ def _freeze_new_imports() -> None:
 def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> CompiledKernel:
     from naiad import knobs
 
+    began = time.perf_counter()
     if isinstance(src, str):
         src = IRSource(src)
     if target is None:
@@ -445,7 +461,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
             entry, files = hit
             if knobs.compilation.dump_ir:
                 dump.dump(key, files)
-            _notify(src, entry.metadata, {}, True)
+            _notify(src, entry.metadata, {}, True, began)
             return _compiled(entry, backend, src)
 
     start = time.perf_counter()
@@ -473,7 +489,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
         warnings.warn(f"kernel '{entry.name}' is not cached: its metadata is not JSON ({e}) -- "
                       f"fix: the {target.backend} backend's stages must put only JSON values in "
                       f"the metadata", NaiadWarning, stacklevel=2)
-        _notify(src, entry.metadata, times, False)
+        _notify(src, entry.metadata, times, False, began)
         return _compiled(entry, backend, src)
     if not overrides:
         cache.store(key, files)
@@ -481,7 +497,7 @@ def _compile(src: Any, target: GPUTarget | None, options: dict | None) -> Compil
         dump.dump(key, files)
     # Built from the stored files, so a kernel compiled now and one read from the cache later
     # are the same object graph (JSON metadata, tuple signatures).
-    _notify(src, entry.metadata, times, False)
+    _notify(src, entry.metadata, times, False, began)
     return _compiled(cache.unpack(files, key, name, backend), backend, src)
 
 
@@ -499,13 +515,26 @@ def _written_parameters(module: Any, signature: list[tuple[str, Any]]) -> list[i
     return sorted({slots[i][2][0] for i in written})
 
 
-def _notify(src: Any, metadata: dict, times: dict, cache_hit: bool) -> None:
-    """Tell ``knobs.compilation.listener``, if set, about one compilation."""
+#: Called as ``observer(metadata, began, seconds, cache_hit)`` after each compilation and each
+#: kernel read from the cache: ``began`` is `time.perf_counter`'s value when `compile` started,
+#: ``seconds`` how long it took (a cache hit's lookup included).  Empty unless something watches
+#: compiles (`naiad.profiler`): a list of its own beside ``knobs.compilation.listener``, which
+#: is the user's one callable and stays theirs.
+compile_observers: list[Callable[[dict, float, float, bool], None]] = []
+
+
+def _notify(src: Any, metadata: dict, times: dict, cache_hit: bool, began: float) -> None:
+    """Tell ``knobs.compilation.listener``, if set, and the `compile_observers` about one
+    compilation."""
     from naiad import knobs
 
     listener = knobs.compilation.listener
     if listener is not None:
         listener(src, metadata, times, cache_hit)
+    if compile_observers:
+        seconds = time.perf_counter() - began
+        for observer in list(compile_observers):
+            observer(metadata, began, seconds, cache_hit)
 
 
 def _compiled(entry: "cache.Entry", backend: BaseBackend, src: Any) -> CompiledKernel:

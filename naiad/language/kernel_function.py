@@ -119,6 +119,13 @@ class KernelFunction:
         #: restore around pickling a kernel (torch's Inductor); Naiad keys a kernel by those
         #: values instead (`cache_key`), so nothing is recorded here.
         self.used_global_vals: dict = {}
+        if launch_metadata is not None and not callable(launch_metadata):
+            raise KernelDefinitionError(
+                f"kernel '{fn.__name__}': launch_metadata must be a function fn(grid, metadata, "
+                f"args) returning a dict (e.g. {{'flops': ..., 'bytes': ...}}), not "
+                f"{type(launch_metadata).__name__}")
+        #: Triton's ``launch_metadata``: what launch hooks and the profiler learn of a launch
+        #: beyond its name and grid (`naiad.compiler.compiler.CompiledKernel.launch_metadata`).
         self.launch_metadata = launch_metadata
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__

@@ -475,9 +475,13 @@ def _make_entry(fn: "JITFunction", redirect: bool) -> Callable[..., Any]:
         f"            prepared.direct(_naiad_grid, [{values}])",
         "        except _naiad_StaleLaunch:            # e.g. another device is current now",
         f"            return _naiad_fn._run_slow({bound}, _naiad_options, _naiad_grid, False, key)",
+        # A launcher gets the arrays' addresses in their place only with no launch hook set
+        # (with `direct`, such a launch took the branch above): a hook's launch metadata --
+        # a kernel's launch_metadata function -- reads the arrays themselves.
+        "    elif prepared.addresses and prepared.direct is None and not _naiad_hooked():",
+        f"        prepared.kernel.launch(prepared.driver, _naiad_grid, [{values}])",
         "    else:",
-        f"        prepared.kernel.launch(prepared.driver, _naiad_grid, [{values}] if prepared.addresses "
-        f"else _naiad_plain([{objects}]))",
+        f"        prepared.kernel.launch(prepared.driver, _naiad_grid, _naiad_plain([{objects}]))",
         "    return prepared.kernel"]
     params = ", ".join(["_naiad_grid", "_naiad_hooks_done"] + [f"{n}=_naiad_M" for n in names]
                        + ["/", "*_naiad_extra", "**_naiad_options"])
