@@ -7,6 +7,8 @@ two ulp (``tan``, the quotient of ``sin`` and ``cos``: four).  And a kernel call
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -23,9 +25,10 @@ def _compiled(symbol: str, double: bool, arity: int = 1, result=None):
     """``symbol`` over one lane on this host, its calls of ``exp``, ``log``... answered by the
     hip backend's own hooks (Naiad's ``double`` functions, as on the GPU)."""
     from naiad.backends.hip.hooks import AMDGPUHooks
-    from naiad.codegen.mathlib import composed
+    from naiad.codegen.mathlib import composed, gamma
 
-    return host_function(composed.FUNCTIONS[symbol], AMDGPUHooks("gfx942", 64, ""), 1, double, arity, result)
+    functions = {**composed.FUNCTIONS, **gamma.FUNCTIONS}
+    return host_function(functions[symbol], AMDGPUHooks("gfx942", 64, ""), 1, double, arity, result)
 
 
 def _inputs(kind: str) -> np.ndarray:
@@ -75,8 +78,10 @@ def _pairs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(5)
     specials = [0.0, -0.0, 1.0, -1.0, 3.5, -2.0, 1e-310, np.inf, -np.inf, np.nan]
     grid = np.array([(a, c) for a in specials for c in specials])
-    y = np.concatenate([rng.uniform(-10, 10, 2000), 10.0 ** rng.uniform(-300, 300, 1000), grid[:, 0]])
-    x = np.concatenate([rng.uniform(-10, 10, 2000), 10.0 ** rng.uniform(-300, 300, 1000), grid[:, 1]])
+    y = np.concatenate([rng.uniform(-10, 10, 2000), 10.0 ** rng.uniform(-300, 300, 1000), grid[:, 0],
+                        [5.5, -5.5, 7.5, 1e300, 3e-300]])
+    x = np.concatenate([rng.uniform(-10, 10, 2000), 10.0 ** rng.uniform(-300, 300, 1000), grid[:, 1],
+                        [2.0, 2.0, -3.0, 3e-300, 1e300]])
     return y, x
 
 
@@ -85,14 +90,25 @@ def _fdim(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(np.isnan(x) | np.isnan(y), x + y, np.where(x > y, x - y, 0.0))
 
 
-BINARY = {"atan2": (np.arctan2, 2), "hypot": (np.hypot, 2), "fdim": (_fdim, 0), "nextafter": (np.nextafter, 0)}
+def _remainder(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C99's remainder (Python's math.remainder raises where C gives NaN)."""
+    def one(a: float, b: float) -> float:
+        if np.isnan(a) or np.isnan(b) or np.isinf(a) or b == 0:
+            return float("nan")
+        return a if np.isinf(b) else math.remainder(a, b)
+    return np.array([one(a, b) for a, b in zip(x, y)])
+
+
+BINARY = {"atan2": (np.arctan2, 2), "hypot": (np.hypot, 2), "fdim": (_fdim, 0), "nextafter": (np.nextafter, 0),
+          "fmod": (np.fmod, 0), "remainder": (_remainder, 0)}
 
 
 @pytest.mark.parametrize("double", [True, False], ids=["fp64", "fp32"])
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_functions_against_numpy_with_c99_special_cases(name, double):
     """Signed zeros, infinities and NaN as C99 says (atan2(+-0, -0) = +-pi, hypot(inf, NaN) =
-    inf...): numpy follows the C library."""
+    inf, fmod(x, 0) = NaN...): numpy follows the C library; fmod and remainder are exact, ties
+    of remainder to the even quotient (5.5 rem 2 = -0.5, 7.5 rem -3 = 1.5)."""
     reference, double_ulps = BINARY[name]
     dtype = np.float64 if double else np.float32
     with np.errstate(all="ignore"):
@@ -129,3 +145,52 @@ def test_a_kernel_with_inverse_trigonometry_compiles_for_gfx942():
     for ty in ("*fp32", "*fp64"):
         kernel = _compile(bearing, {"y_ptr": ty, "x_ptr": ty, "out_ptr": ty}, {"BLOCK": 256})
         assert kernel.asm["hsaco"][:4] == b"\x7fELF"
+
+
+def _gamma_reference(name: str, xs: np.ndarray) -> np.ndarray:
+    """mpmath's lgamma / tgamma at 200 bits, with C99's poles and infinities."""
+    mpmath = pytest.importorskip("mpmath")
+
+    def one(v: float) -> float:
+        if np.isnan(v):
+            return v
+        pole = v == -math.inf or (v <= 0 and v == math.floor(v))
+        if name == "lgamma":
+            return math.inf if pole or v == math.inf else float(mpmath.log(abs(mpmath.gamma(v))))
+        if v == 0 or v == math.inf:
+            return math.copysign(math.inf, v)
+        if pole:
+            return math.nan
+        value = mpmath.gamma(v)
+        return float(value) if abs(value) < 1.7976931348623157e308 else math.copysign(math.inf, float(value))
+    with mpmath.workprec(200):
+        return np.array([one(float(v)) for v in xs])
+
+
+def _gamma_inputs() -> np.ndarray:
+    rng = np.random.default_rng(31)
+    return np.concatenate([rng.uniform(-20, 20, 600), rng.uniform(0.5, 3, 400), 10.0 ** rng.uniform(-5, 2.2, 300),
+                           [1.0, 2.0, 0.0, -0.0, -1.0, -2.5, 0.5, 171.6, 172.0, 1 + 1e-10, 2 - 1e-9,
+                            np.inf, -np.inf, np.nan]])
+
+
+@pytest.mark.parametrize("name", ["lgamma", "tgamma"])
+def test_gamma_functions(name):
+    """fp32 correctly rounded (computed in double); fp64: lgamma within 1e-14 of max(1, |value|)
+    (Lanczos, and the series at its zeros 1 and 2), tgamma within 2e-13 relative (at 171.6; less
+    below); poles, zeros and infinities as C99 says."""
+    xs = _gamma_inputs()
+    want = _gamma_reference(name, xs)
+    got = _compiled(name, True)(xs)
+    exact = ~np.isfinite(want)
+    assert np.array_equal(got[exact], want[exact], equal_nan=True)
+    assert (np.signbit(got[exact & ~np.isnan(want)]) == np.signbit(want[exact & ~np.isnan(want)])).all()
+    finite = ~exact
+    scale = np.maximum(1.0, np.abs(want[finite])) if name == "lgamma" else np.abs(want[finite])
+    error = np.abs(got[finite] - want[finite]) / scale
+    assert error.max() <= (1e-14 if name == "lgamma" else 2e-13), xs[finite][np.argmax(error)]
+    single = xs.astype(np.float32)
+    with np.errstate(over="ignore"):
+        want32 = _gamma_reference(name, single.astype(np.float64)).astype(np.float32)
+    distance = ulp_distance(_compiled(name + "f", False)(single), want32)
+    assert distance.max() <= 1, single[int(np.argmax(distance))]

@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks, sized_shared_array
 from naiad.codegen.hooks import c_base_name
-from naiad.codegen.mathlib import composed, without_libm
+from naiad.codegen.mathlib import composed, gamma, without_libm
 
 #: C math functions whose fp64 forms LLVM's AMDGPU back end cannot lower (a library call).
 _NO_F64 = {"exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "pow"}
@@ -123,9 +123,10 @@ class AMDGPUHooks(GPUHooks):
     def library_call(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """AMDGPU has no C math library: Naiad's own (`naiad.codegen.mathlib.without_libm`:
         ``erff``, ``tanhf``, ``expm1f``; `naiad.codegen.mathlib.composed`: the inverse
-        trigonometric and hyperbolic functions, ``tan``, ``log1p``, ``cbrt``, ``hypot``...);
+        trigonometric and hyperbolic functions, ``tan``, ``log1p``, ``cbrt``, ``hypot``, ``fmod``...;
+        `naiad.codegen.mathlib.gamma`: ``lgamma``, ``tgamma``);
         the rest is not available yet."""
-        own = without_libm.FUNCTIONS.get(symbol) or composed.FUNCTIONS.get(symbol)
+        own = without_libm.FUNCTIONS.get(symbol) or composed.FUNCTIONS.get(symbol) or gamma.FUNCTIONS.get(symbol)
         if own is not None:
             return own(ctx, args)
         raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "

@@ -17,7 +17,8 @@ correctly rounded result (tests/hip/test_math.py), by formulas that avoid cancel
   ``acosh``, ``atanh`` through it; ``log(2a)`` where ``a*a`` would overflow.
 - ``cbrt``: ``exp(log|x| / 3)`` and a Newton step; ``hypot``: ``a sqrt(1 + (b/a)**2)``, ``a``
   the larger magnitude (infinite if either is, NaN or not).
-- ``fdim``, ``logb``, ``ilogb``, ``nextafter``: on the values and their bits, per type.
+- ``fdim``, ``logb``, ``ilogb``, ``nextafter``: on the values and their bits, per type;
+  ``fmod`` and ``remainder`` exactly (`_reduced`), per type.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, libm, polynomial, same_shape,
-                                         through_double)
+from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, ldexp, libm, polynomial,
+                                         same_shape, through_double)
 from naiad.codegen.mathlib.without_libm import expm1
 
 #: atan(t) / t in powers of t*t, highest first: (-1)^n / (2n + 1) for n = 23 .. 0 (exact to
@@ -304,11 +305,75 @@ def _nextafter(ctx: Any, args: list[ir.Value]) -> ir.Value:
     return b.select(b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y)), b.fadd(x, y), stepped)
 
 
+def _reduced(ctx: Any, ax: ir.Value, ay: ir.Value) -> ir.Value:
+    """``ax mod ay`` for finite ``ax >= 0``, ``ay > 0``, exactly: each step takes from ``ax`` a
+    multiple of ``ay * 2**s`` -- ``s`` chosen so that the quotient has no more bits than the
+    significand, so ``fma(-q, ay 2**s, ax)`` is exact -- cutting the exponents' distance by a
+    significand's width; enough steps for the farthest apart."""
+    b = ctx.b
+    double = lt.scalar_of(ax.type) == lt.F64
+    precision = 52 if double else 23
+    span = 1023 + 1074 if double else 127 + 149
+    zero = ctx.const(lt.I32, 0)
+    _, ey = frexp(ctx, ay)
+    r = ax
+    for _ in range(span // (precision - 1) + 3):
+        _, ex = frexp(ctx, r)
+        shift = b.sub(b.sub(ex, ey), ctx.const(lt.I32, precision))
+        shift = b.select(b.icmp_signed(">", shift, zero), shift, zero)
+        scale = ldexp(ctx, ay, shift)
+        q = ctx.intrinsic("trunc", [b.fdiv(r, scale)])
+        remainder = ctx.intrinsic("fma", [b.fneg(q), scale, r])
+        remainder = b.select(b.fcmp_ordered("<", remainder, const(ctx, r, 0.0)), b.fadd(remainder, scale), remainder)
+        r = b.select(b.fcmp_ordered(">=", r, ay), remainder, r)
+    return r
+
+
+def _c99_remainders(ctx: Any, x: ir.Value, y: ir.Value, value: ir.Value) -> ir.Value:
+    """NaN for an infinite x, a zero y or a NaN; x itself for an infinite y."""
+    b = ctx.b
+    value = b.select(b.fcmp_ordered("==", fabs(ctx, y), const(ctx, y, math.inf)), x, value)
+    invalid = b.or_(b.fcmp_unordered("ueq", y, const(ctx, y, 0.0)),
+                    b.fcmp_unordered("ueq", fabs(ctx, x), const(ctx, x, math.inf)))
+    return b.select(invalid, const(ctx, x, math.nan), value)
+
+
+def _fmod(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    x, y = args
+    ax, ay = fabs(ctx, x), fabs(ctx, y)
+    finite = ctx.b.select(ctx.b.fcmp_ordered("<", ax, const(ctx, x, math.inf)), ax, const(ctx, x, 0.0))
+    positive = ctx.b.select(ctx.b.fcmp_ordered(">", ay, const(ctx, y, 0.0)), ay, const(ctx, y, 1.0))
+    return _c99_remainders(ctx, x, y, copysign(ctx, _reduced(ctx, finite, positive), x))
+
+
+def _remainder(ctx: Any, args: list[ir.Value]) -> ir.Value:
+    """``x - n y`` with ``n`` the nearest integer to ``x / y`` (ties to even): ``|x| mod 2|y|``
+    gives the remainder and the quotient's parity."""
+    b = ctx.b
+    x, y = args
+    ax, ay = fabs(ctx, x), fabs(ctx, y)
+    finite = b.select(b.fcmp_ordered("<", ax, const(ctx, x, math.inf)), ax, const(ctx, x, 0.0))
+    positive = b.select(b.fcmp_ordered(">", ay, const(ctx, y, 0.0)), ay, const(ctx, y, 1.0))
+    twice = b.fadd(positive, positive)
+    wide = b.select(b.fcmp_ordered("<", twice, const(ctx, y, math.inf)), _reduced(ctx, finite, twice), finite)
+    odd = b.fcmp_ordered(">=", wide, positive)
+    r = b.select(odd, b.fsub(wide, positive), wide)
+    small = b.fcmp_ordered("<", positive, const(ctx, y, 1.0))            # 2r exact; else ay / 2 is
+    above = b.select(small, b.fcmp_ordered(">", b.fadd(r, r), positive),
+                     b.fcmp_ordered(">", r, b.fmul(positive, const(ctx, y, 0.5))))
+    tie = b.select(small, b.fcmp_ordered("==", b.fadd(r, r), positive),
+                   b.fcmp_ordered("==", r, b.fmul(positive, const(ctx, y, 0.5))))
+    r = b.select(b.or_(above, b.and_(tie, odd)), b.fsub(r, positive), r)
+    signed = b.select(_sign_bit(ctx, x), b.fneg(r), r)
+    return _c99_remainders(ctx, x, y, signed)
+
+
 _IN_DOUBLE = {"atan": _atan, "atan2": _atan2, "asin": _asin, "acos": _acos, "tan": _tan,
               "expm1": _expm1, "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "log1p": _log1p,
               "asinh": _asinh, "acosh": _acosh, "atanh": _atanh, "cbrt": _cbrt,
               "hypot": _hypot}
-_PER_TYPE = {"fdim": _fdim, "logb": _logb, "ilogb": _ilogb, "nextafter": _nextafter}
+_PER_TYPE = {"fdim": _fdim, "logb": _logb, "ilogb": _ilogb, "nextafter": _nextafter, "fmod": _fmod,
+             "remainder": _remainder}
 
 #: C symbol (``atan``, ``atanf``...) -> its lowering.
 FUNCTIONS = {**{name: through_double(fn) for name, fn in _IN_DOUBLE.items()},
