@@ -76,16 +76,22 @@ def _sinpi(ctx: Any, x: ir.Value) -> ir.Value:
     return ctx.hooks.call_math(ctx, "__naiad_sinpi", [x], x.type)
 
 
+def _both_sides(ctx: Any, x: ir.Value, above_half: Any) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """``(x >= 1/2, above_half(x), above_half(1 - x))``, each argument kept at 1/2 or more (the
+    side not taken computes at 1/2)."""
+    b = ctx.b
+    half = const(ctx, x, 0.5)
+    above = b.fcmp_ordered(">=", x, half)
+    return (above, above_half(ctx, b.select(above, x, half)),
+            above_half(ctx, b.select(above, half, b.fsub(const(ctx, x, 1.0), x))))
+
+
 def _lgamma(ctx: Any, args: list[ir.Value]) -> ir.Value:
     b = ctx.b
     x = args[0]
-    half = const(ctx, x, 0.5)
-    above = b.fcmp_ordered(">=", x, half)
-    direct = _lgamma_above_half(ctx, b.select(above, x, half))
-    reflected_x = b.select(above, half, b.fsub(const(ctx, x, 1.0), x))          # 1 - x >= 1/2
+    above, direct, other = _both_sides(ctx, x, _lgamma_above_half)
     sine = ctx.intrinsic("fabs", [_sinpi(ctx, x)])
-    reflected = b.fsub(libm(ctx, "log", b.fdiv(const(ctx, x, math.pi), sine)),
-                       _lgamma_above_half(ctx, reflected_x))
+    reflected = b.fsub(libm(ctx, "log", b.fdiv(const(ctx, x, math.pi), sine)), other)
     value = b.select(above, direct, reflected)
     value = b.select(b.fcmp_ordered("==", ctx.intrinsic("fabs", [x]), const(ctx, x, math.inf)),
                      const(ctx, x, math.inf), value)
@@ -105,10 +111,7 @@ def _gamma_above_half(ctx: Any, x: ir.Value) -> ir.Value:
 def _tgamma(ctx: Any, args: list[ir.Value]) -> ir.Value:
     b = ctx.b
     x = args[0]
-    half = const(ctx, x, 0.5)
-    above = b.fcmp_ordered(">=", x, half)
-    direct = _gamma_above_half(ctx, b.select(above, x, half))
-    other = _gamma_above_half(ctx, b.select(above, half, b.fsub(const(ctx, x, 1.0), x)))
+    above, direct, other = _both_sides(ctx, x, _gamma_above_half)
     reflected = b.fdiv(const(ctx, x, math.pi), b.fmul(_sinpi(ctx, x), other))
     value = b.select(above, direct, reflected)
     negative_integer = b.and_(b.fcmp_ordered("<", x, const(ctx, x, 0.0)),
