@@ -30,10 +30,12 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 
 @dataclasses.dataclass(frozen=True)
 class HIPOptions(BackendOptions):
-    """Triton's HIPOptions where they apply; ``num_stages``, which changes nothing yet, is
-    accepted, as there.  Where ``mfma`` is on, ``matrix_instr_nonkdim`` picks the MFMA size (32,
-    16, or 0 for the larger that fits) and ``kpack`` (1 or 2) how many instructions' k a lane
-    holds consecutively (`naiad.backends.hip.mfma.operand_layout`)."""
+    """Triton's HIPOptions where they apply.  ``num_stages`` 2 or more (the default, as Triton's
+    AMD backend) issues the loads that feed dots one iteration ahead (register prefetch; deeper
+    counts prefetch one iteration too; no LDS ring yet).  Where ``mfma`` is on,
+    ``matrix_instr_nonkdim`` picks the MFMA size (32, 16, or 0 for the larger that fits) and
+    ``kpack`` (1 or 2) how many instructions' k a lane holds consecutively
+    (`naiad.backends.hip.mfma.operand_layout`)."""
 
     num_warps: int = 4
     waves_per_eu: int = 0
@@ -115,7 +117,7 @@ class HIPBackend(BaseBackend):
         stages["ttir"] = lambda module, metadata: make_ttir(module)
         stages["ttgir"] = lambda module, metadata: make_ttgir(module, options.num_warps,
                                                               options.warp_size, target,
-                                                              _matrix_cores(options))
+                                                              _ttgir_passes(options))
         stages["llir"] = lambda module, metadata: _make_llir(module, metadata, options)
         stages["amdgcn"] = lambda llir, metadata: _make_amdgcn(llir, metadata, options)
         stages["hsaco"] = lambda amdgcn, metadata: _make_hsaco(metadata, options)
@@ -127,14 +129,27 @@ class HIPBackend(BaseBackend):
         return f"hip:{self.target.arch}"
 
 
-def _matrix_cores(options: HIPOptions) -> Any:
-    """The TTGIR pass that puts dots on MFMA, when the ``mfma`` option asks; else None."""
-    if not options.mfma:
-        return None
-    from naiad.backends.hip.mfma import accelerate_matmul
+def _ttgir_passes(options: HIPOptions) -> Any:
+    """The backend's TTGIR passes on each kernel: with ``num_stages`` 2 or more, the loads that
+    feed dots issued one iteration ahead (`naiad.passes.prefetch_loads`); with the ``mfma``
+    option, dots on MFMA (`naiad.backends.hip.mfma`); None when neither applies."""
+    steps = []
+    if options.num_stages >= 2:
+        from naiad.passes.prefetch_loads import prefetch_loads
 
-    return lambda func: accelerate_matmul(func, options.num_warps, options.arch,
-                                          options.matrix_instr_nonkdim, options.kpack)
+        steps.append(prefetch_loads)
+    if options.mfma:
+        from naiad.backends.hip.mfma import accelerate_matmul
+
+        steps.append(lambda func: accelerate_matmul(func, options.num_warps, options.arch,
+                                                    options.matrix_instr_nonkdim, options.kpack))
+    if not steps:
+        return None
+
+    def run(func: Any) -> None:
+        for step in steps:
+            step(func)
+    return run
 
 
 def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:
