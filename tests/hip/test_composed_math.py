@@ -25,9 +25,9 @@ def _compiled(symbol: str, double: bool, arity: int = 1, result=None):
     """``symbol`` over one lane on this host, its calls of ``exp``, ``log``... answered by the
     hip backend's own hooks (Naiad's ``double`` functions, as on the GPU)."""
     from naiad.backends.hip.hooks import AMDGPUHooks
-    from naiad.codegen.mathlib import composed, gamma
+    from naiad.codegen.mathlib import bessel_jy, composed, gamma
 
-    functions = {**composed.FUNCTIONS, **gamma.FUNCTIONS}
+    functions = {**composed.FUNCTIONS, **gamma.FUNCTIONS, **bessel_jy.FUNCTIONS}
     return host_function(functions[symbol], AMDGPUHooks("gfx942", 64, ""), 1, double, arity, result)
 
 
@@ -194,3 +194,38 @@ def test_gamma_functions(name):
         want32 = _gamma_reference(name, single.astype(np.float64)).astype(np.float32)
     distance = ulp_distance(_compiled(name + "f", False)(single), want32)
     assert distance.max() <= 1, single[int(np.argmax(distance))]
+
+
+@pytest.mark.parametrize("name", ["j0", "j1", "y0", "y1"])
+def test_bessel_functions(name):
+    """Against mpmath at 200 bits: fp64 within 2e-15 of the function's size (its magnitude, or
+    its envelope sqrt(2 / (pi x)) next to its zeros, as the C library's are), fp32 within an ulp;
+    C99's values at 0, +inf, below 0 (Y) and for NaN; J1 odd."""
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(37)
+    xs = np.concatenate([rng.uniform(0, 8, 500), rng.uniform(8, 100, 300), 10.0 ** rng.uniform(-300, 300, 300),
+                         [1e-310, 8.0, 7.999999999, 8.0000001, 2.404825557695773, 3.8317059702075125, 1e6]])
+    order = int(name[1])
+    function = mpmath.besselj if name[0] == "j" else mpmath.bessely
+    with mpmath.workprec(200):
+        want = np.array([float(function(order, mpmath.mpf(float(v)))) for v in xs])
+    got = _compiled(name, True)(xs)
+    with np.errstate(over="ignore"):
+        size = np.maximum(np.abs(want), np.minimum(1.0, np.sqrt(2 / (np.pi * xs))))
+    finite = np.isfinite(want)
+    error = np.abs(got[finite] - want[finite]) / size[finite]
+    assert error.max() <= 2e-15, xs[finite][np.argmax(error)]
+    assert np.array_equal(got[~finite], want[~finite])                     # y1 overflowing near 0
+    with np.errstate(over="ignore"):
+        single = xs.astype(np.float32)
+    with mpmath.workprec(200):
+        want32 = np.array([float(function(order, mpmath.mpf(float(v)))) if 0 < v < np.inf else np.nan
+                           for v in single]).astype(np.float32)
+    keep = np.isfinite(want32) & (single > 0)
+    distance = ulp_distance(_compiled(name + "f", False)(single)[keep], want32[keep])
+    assert distance.max() <= 1, single[keep][int(np.argmax(distance))]
+    specials = np.array([0.0, np.inf, -2.5, np.nan])
+    expected = {"j0": [1.0, 0.0, float(mpmath.besselj(0, 2.5)), np.nan],
+                "j1": [0.0, 0.0, -float(mpmath.besselj(1, 2.5)), np.nan],
+                "y0": [-np.inf, 0.0, np.nan, np.nan], "y1": [-np.inf, 0.0, np.nan, np.nan]}[name]
+    np.testing.assert_allclose(_compiled(name, True)(specials), expected, rtol=0, atol=2e-15)

@@ -14,10 +14,12 @@ import llvmlite.ir as ir
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu.hooks import GPUHooks, sized_shared_array
 from naiad.codegen.hooks import c_base_name
-from naiad.codegen.mathlib import composed, gamma, without_libm
+from naiad.codegen.mathlib import bessel_jy, composed, gamma, without_libm
 
 #: C math functions whose fp64 forms LLVM's AMDGPU back end cannot lower (a library call).
 _NO_F64 = {"exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "pow"}
+#: Naiad's own C math functions, looked up in turn by symbol.
+_OWN_MATH = (without_libm.FUNCTIONS, composed.FUNCTIONS, gamma.FUNCTIONS, bessel_jy.FUNCTIONS)
 #: libdevice's fast variants, which every other target computes with the same LLVM intrinsic.
 _FAST = {"__naiad_fast_exp": "exp", "__naiad_fast_log": "log"}
 #: hsa_kernel_dispatch_packet_t: workgroup_size_x/y/z (u16) and grid_size_x/y/z (u32, in work-items).
@@ -124,9 +126,10 @@ class AMDGPUHooks(GPUHooks):
         """AMDGPU has no C math library: Naiad's own (`naiad.codegen.mathlib.without_libm`:
         ``erff``, ``tanhf``, ``expm1f``; `naiad.codegen.mathlib.composed`: the inverse
         trigonometric and hyperbolic functions, ``tan``, ``log1p``, ``cbrt``, ``hypot``, ``fmod``...;
-        `naiad.codegen.mathlib.gamma`: ``lgamma``, ``tgamma``);
+        `naiad.codegen.mathlib.gamma`: ``lgamma``, ``tgamma``; `naiad.codegen.mathlib.bessel_jy`:
+        ``j0``, ``j1``, ``y0``, ``y1``);
         the rest is not available yet."""
-        own = without_libm.FUNCTIONS.get(symbol) or composed.FUNCTIONS.get(symbol) or gamma.FUNCTIONS.get(symbol)
+        own = next((table[symbol] for table in _OWN_MATH if symbol in table), None)
         if own is not None:
             return own(ctx, args)
         raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "

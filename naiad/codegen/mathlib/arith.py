@@ -56,6 +56,16 @@ def polynomial(ctx: Any, x: ir.Value, coefficients: Sequence[float]) -> ir.Value
     return acc
 
 
+def clenshaw(ctx: Any, t: ir.Value, coefficients: list[ir.Value]) -> ir.Value:
+    """``sum c_k T_k(t)`` (Chebyshev polynomials of the first kind) by Clenshaw's recurrence."""
+    b = ctx.b
+    two_t = b.fmul(const(ctx, t, 2.0), t)
+    after, later = const(ctx, t, 0.0), const(ctx, t, 0.0)
+    for c in reversed(coefficients[1:]):
+        after, later = b.fsub(ctx.intrinsic("fma", [two_t, after, c]), later), after
+    return b.fsub(ctx.intrinsic("fma", [t, after, coefficients[0]]), later)
+
+
 def two_sum(ctx: Any, a: ir.Value, b_: ir.Value) -> tuple[ir.Value, ir.Value]:
     """``(s, e)`` with ``s = a + b`` rounded and ``s + e == a + b`` exactly (Knuth), for finite
     sums that do not overflow."""

@@ -35,8 +35,8 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, ldexp, libm, polynomial,
-                                         through_double, two_product, two_sum)
+from naiad.codegen.mathlib.arith import (clenshaw, const, copysign, fabs, frexp, ldexp, libm,
+                                         polynomial, through_double, two_product, two_sum)
 
 #: erf(x) / x in powers of x*x, highest first: 2/sqrt(pi) (-1)^n / (n! (2n+1)).
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
@@ -430,16 +430,6 @@ _ERF_SERIES = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2
                     for n in range(17, -1, -1))
 
 
-def _clenshaw(ctx: Any, t: ir.Value, coefficients: list[ir.Value]) -> ir.Value:
-    """``sum c_k T_k(t)`` (Chebyshev polynomials of the first kind) by Clenshaw's recurrence."""
-    b = ctx.b
-    two_t = b.fmul(const(ctx, t, 2.0), t)
-    after, later = const(ctx, t, 0.0), const(ctx, t, 0.0)
-    for c in reversed(coefficients[1:]):
-        after, later = b.fsub(ctx.intrinsic("fma", [two_t, after, c]), later), after
-    return b.fsub(ctx.intrinsic("fma", [t, after, coefficients[0]]), later)
-
-
 def _fitted_erfc(ctx: Any, ax: ir.Value) -> ir.Value:
     """``erfc(ax)`` for ``0.84375 <= ax < 6``: ``exp(-ax*ax) g(ax)``, ``ax*ax`` as two doubles and
     ``g = erfc(x) exp(x*x)`` from the interval's Chebyshev series."""
@@ -455,7 +445,7 @@ def _fitted_erfc(ctx: Any, ax: ir.Value) -> ir.Value:
         coefficients = [b.select(inside, const(ctx, ax, values[k] if k < len(values) else 0.0), c)
                         for k, c in enumerate(coefficients)]
     t = b.fdiv(b.fsub(b.fadd(ax, ax), b.fadd(low, high)), b.fsub(high, low))
-    return b.fmul(_exp_of_square(ctx, ax), _clenshaw(ctx, t, coefficients))
+    return b.fmul(_exp_of_square(ctx, ax), clenshaw(ctx, t, coefficients))
 
 
 def _exp_of_square(ctx: Any, x: ir.Value) -> ir.Value:
