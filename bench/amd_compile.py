@@ -120,7 +120,8 @@ def main() -> None:
 
     target = GPUTarget("hip", args.arch, wave_size(args.arch))
     rows = []
-    cases = [(case, False) for case in gallery_cases()] + [(case, True) for case in mfma_cases()]
+    cdna = wave_size(args.arch) == 64                 # matrix cores (MFMA) only there
+    cases = [(case, False) for case in gallery_cases()] + [(case, True) for case in mfma_cases() if cdna]
     for (name, fn, signature, constexprs, warps), mfma in cases + [(c, False) for c in test_cases()]:
         attrs = {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*")}
         start = time.perf_counter()

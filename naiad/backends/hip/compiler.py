@@ -91,8 +91,12 @@ class HIPBackend(BaseBackend):
         values = {k: v for k, v in options.items() if k in known and v is not None}
         values.setdefault("debug", knobs.runtime.debug)
         values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
-        values.setdefault("mfma", KNOBS.mfma)
         values["arch"] = check_arch(self.target.arch)
+        if values.get("mfma") and wave_size(values["arch"]) == 32:
+            raise NaiadError(f"mfma=True: {values['arch']} is an RDNA GPU, whose matrix cores (WMMA) "
+                             f"the hip backend does not use yet -- fix: leave mfma unset there (dots "
+                             f"run on FMA), or compile for a CDNA GPU (gfx90a, gfx942, gfx950)")
+        values.setdefault("mfma", KNOBS.mfma and wave_size(values["arch"]) == 64)
         values["warp_size"] = int(self.target.warp_size or wave_size(values["arch"]))
         if isinstance(values.get("allowed_dot_input_precisions"), list):
             values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
