@@ -68,3 +68,25 @@ def test_bf16_dots_multiply_pairs_where_the_processor_can():
     fp32 = matmul_kernel.warmup(a.float(), b.float(), c, *args, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
                                 grid=(1, 1))
     assert "dpbf16ps" not in fp32.asm["llir"]
+
+
+@naiad.jit
+def dot_and_copy_of_b(a_ptr, b_ptr, c_ptr, b_out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """B is also copied out: read once for both uses, not loaded straight into pairs."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=rn[None, :] < N - 3, other=0.0)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+    tl.store(b_out_ptr + rk[:, None] * N + rn[None, :], b)
+
+
+@pytest.mark.parametrize("m, n, k", [(16, 16, 16), (32, 64, 32), (64, 32, 128)])
+def test_b_used_elsewhere_too(m, n, k):
+    rng = np.random.default_rng(m * n + k)
+    a, b = _bf16(rng, m, k), _bf16(rng, k, n)
+    c, b_out = torch.empty(m, n), torch.empty(k, n, dtype=torch.bfloat16)
+    dot_and_copy_of_b[(1,)](a, b, c, b_out, M=m, N=n, K=k)
+    masked = b.clone()
+    masked[:, n - 3:] = 0
+    np.testing.assert_array_equal(b_out.float().numpy(), masked.float().numpy())
+    np.testing.assert_allclose(c.numpy(), _reference(a, masked), rtol=1e-5, atol=1e-4)

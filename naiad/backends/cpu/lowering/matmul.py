@@ -26,7 +26,7 @@ from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
-from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
+from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
@@ -223,30 +223,66 @@ def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive
 
 
 def lower_dot(kernel: Any, op: Any) -> None:
-    a, b_, c = (_operand_buffer(kernel, v) for v in (op.a, op.b, op.c))
     result = op.results[0]
-    target = kernel.dot_destination(op) or kernel.buffer(result.type)
-    if target.ptr is not c.ptr:
-        kernel.copy(c, target)
     a_shape, b_shape = shape_of(op.a.type), shape_of(op.b.type)
     batch = a_shape[0] if len(a_shape) == 3 else 1
     m, k_dim = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
-    pairs = _multiplies_bf16_pairs(kernel, op, target, n, k_dim)
-    if pairs:
-        b_ = _paired_rows(kernel, b_, batch, k_dim, n)
+    pairs = _multiplies_bf16_pairs(kernel, op, n, k_dim)
+    b_ = _loaded_in_pairs(kernel, op.b) if pairs and batch == 1 else None
+    a, c = (_operand_buffer(kernel, v) for v in (op.a, op.c))
+    if b_ is None:
+        b_ = _operand_buffer(kernel, op.b)
+        if pairs:
+            b_ = _paired_rows(kernel, b_, batch, k_dim, n)
+    target = kernel.dot_destination(op) or kernel.buffer(result.type)
+    if target.ptr is not c.ptr:
+        kernel.copy(c, target)
     for index in range(batch):
         _matmul(kernel, a, b_, target, m, n, k_dim, index, op, pairs)
     kernel.env[result] = target
 
 
-def _multiplies_bf16_pairs(kernel: Any, op: Any, d: Buffer, n: int, k_dim: int) -> bool:
+def _multiplies_bf16_pairs(kernel: Any, op: Any, n: int, k_dim: int) -> bool:
     """Whether the dot goes two k at a time through ``vdpbf16ps``: bf16 operands, an fp32
     accumulator, a target that has the instruction and 16 fp32 lanes, whole vectors of columns
     and an even K (a dot's block sizes are powers of two from 16)."""
     return kernel.hooks.bf16_pairs and kernel.lanes == 16 and lt.is_bf16(op.a.type) \
-        and lt.is_bf16(op.b.type) and lt.scalar(d.mlir_type) == lt.F32 and n % 16 == 0 \
+        and lt.is_bf16(op.b.type) and lt.scalar(op.c.type) == lt.F32 and n % 16 == 0 \
         and k_dim % 2 == 0
+
+
+def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
+    """B (bf16, ``K x N``) loaded straight into `_paired_rows`' layout -- each pair of rows'
+    chunks read and interleaved as they arrive, one pass instead of a copy and a second pass
+    over it -- when it is a load of rows the dot alone uses; else None."""
+    held = kernel.lookup(value)
+    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
+            or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
+        return None
+    load = held.op
+    k_dim, n = shape_of(value.type)
+    if _down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
+        return None
+    bld = kernel.b
+    step = _next_step(kernel, load)
+    out = kernel.buffer(value.type)
+    interleave = ir.Constant(lt.vector(lt.I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
+
+    def pair(row_pair: ir.Value) -> None:
+        start = bld.mul(row_pair, ir.Constant(lt.I32, 2 * n))
+
+        def group(g: ir.Value) -> None:
+            first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 16)))
+            lo = _load_chunk(kernel, load, first, 16, True, step)
+            hi = _load_chunk(kernel, load, bld.add(first, ir.Constant(lt.I32, n)), 16, True, step)
+            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 32)))
+            bld.store(bld.shuffle_vector(lo, hi, interleave), kernel.chunks.element_pointer(out, place), align=2)
+
+        kernel.counted_loop(n // 16, group)
+
+    kernel.counted_loop(k_dim // 2, pair)
+    return out
 
 
 def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
