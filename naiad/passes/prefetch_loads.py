@@ -30,7 +30,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 from naiad.ir import arith, tt
 from naiad.ir.types import is_tensor
-from naiad.passes.effects import is_pure
+from naiad.passes.loop_slices import Slice, clone_before, insert_before
 
 
 def prefetch_loads(func: Any) -> bool:
@@ -39,32 +39,6 @@ def prefetch_loads(func: Any) -> bool:
     for loop in [op for op in func.walk() if isinstance(op, scf.ForOp)]:
         changed |= _prefetch(loop)
     return changed
-
-
-class _Slice:
-    """The body ops a set of values is computed from (in block order), the loop-carried values
-    among their sources, and whether all of them are pure and free of dots and regions."""
-
-    def __init__(self, body: Block, roots: list[SSAValue]):
-        self.carried: set[BlockArgument] = set()
-        self.ok = True
-        seen: set[Operation] = set()
-        stack = list(roots)
-        while stack:
-            value = stack.pop()
-            if isinstance(value, BlockArgument):
-                if value.block is body and value.index > 0:
-                    self.carried.add(value)
-                continue
-            op = value.owner
-            if op.parent_block() is not body or op in seen:
-                continue                          # defined outside the loop: invariant
-            seen.add(op)
-            if op.regions or not is_pure(op) or isinstance(op, tt.DotOp):
-                self.ok = False
-                return
-            stack.extend(op.operands)
-        self.ops = [op for op in body.ops if op in seen]
 
 
 def _feeds_dots(load: tt.LoadOp) -> bool:
@@ -77,16 +51,16 @@ def _qualifying(body: Block) -> tuple[list[tt.LoadOp], list[BlockArgument]] | No
     """The loads to prefetch and the carried values their sources follow (closed under the
     recurrences' own sources), or None."""
     loads = [op for op in body.ops if isinstance(op, tt.LoadOp) and is_tensor(op.ptr.type)
-             and _feeds_dots(op) and _Slice(body, list(op.operands)).ok]
+             and _feeds_dots(op) and Slice(body, list(op.operands)).ok]
     if not loads:
         return None
     yields = body.last_op
     needed: set[BlockArgument] = set()
     for load in loads:
-        needed |= _Slice(body, list(load.operands)).carried
+        needed |= Slice(body, list(load.operands)).carried
     pending = list(needed)
     while pending:
-        update = _Slice(body, [yields.operands[pending.pop().index - 1]])
+        update = Slice(body, [yields.operands[pending.pop().index - 1]])
         if not update.ok:
             return None
         for arg in update.carried - needed:
@@ -95,37 +69,22 @@ def _qualifying(body: Block) -> tuple[list[tt.LoadOp], list[BlockArgument]] | No
     return loads, sorted(needed, key=lambda a: a.index)
 
 
-def _clone(ops: list[Operation], mapping: dict[SSAValue, SSAValue], before: Operation) -> None:
-    """Clone ``ops`` before ``before``, their operands through ``mapping`` (which receives the
-    clones' results)."""
-    for op in ops:
-        copy = op.clone(value_mapper=dict(mapping))
-        before.parent_block().insert_op_before(copy, before)
-        for old, new in zip(op.results, copy.results):
-            mapping[old] = new
-
-
-def _insert(before: Operation, op: Operation) -> SSAValue:
-    before.parent_block().insert_op_before(op, before)
-    return op.results[0]
-
-
 def _load_for(load: tt.LoadOp, body: Block, mapping: dict[SSAValue, SSAValue], valid: SSAValue,
               before: Operation) -> SSAValue:
     """``load`` for another iteration (its sources through ``mapping``), masked off unless
     ``valid`` (an i1)."""
     mapping = dict(mapping)
-    _clone(_Slice(body, list(load.operands)).ops, mapping, before)
+    clone_before(Slice(body, list(load.operands)).ops, mapping, before)
 
     def mapped(value: SSAValue | None) -> SSAValue | None:
         return None if value is None else mapping.get(value, value)
     shape = load.results[0].type.get_shape()
-    in_range = _insert(before, tt.SplatOp(valid, shape))
+    in_range = insert_before(before, tt.SplatOp(valid, shape))
     mask = mapped(load.mask)
-    mask = in_range if mask is None else _insert(before, arith.AndIOp(mask, in_range))
+    mask = in_range if mask is None else insert_before(before, arith.AndIOp(mask, in_range))
     copy = tt.LoadOp(mapped(load.ptr), mask, mapped(load.other), cache=load.cache.data,
                      evict=load.evict.data, is_volatile=bool(load.isVolatile.value.data))
-    return _insert(before, copy)
+    return insert_before(before, copy)
 
 
 def _prefetch(loop: scf.ForOp) -> bool:
@@ -137,7 +96,7 @@ def _prefetch(loop: scf.ForOp) -> bool:
     yields = body.last_op
     # -- the prologue: the first iteration's loads, before the loop
     first = {body.args[0]: loop.lb, **{arg: loop.iter_args[arg.index - 1] for arg in recurrences}}
-    runs = _insert(loop, arith.CmpiOp(loop.lb, loop.ub, "slt"))
+    runs = insert_before(loop, arith.CmpiOp(loop.lb, loop.ub, "slt"))
     prologue = [_load_for(load, body, first, runs, loop) for load in loads]
     # -- the new body: the old one, each load's value carried in, the next loads at its top
     block = Block(arg_types=[a.type for a in body.args] + [v.type for v in prologue])
@@ -150,12 +109,12 @@ def _prefetch(loop: scf.ForOp) -> bool:
         load.results[0].replace_all_uses_with(current)
     top = block.first_op
     iv = block.args[0]
-    after = _insert(top, arith.AddiOp(iv, loop.step))
-    valid = _insert(top, arith.CmpiOp(after, loop.ub, "slt"))
+    after = insert_before(top, arith.AddiOp(iv, loop.step))
+    valid = insert_before(top, arith.CmpiOp(after, loop.ub, "slt"))
     step: dict[SSAValue, SSAValue] = {}
     for arg in recurrences:
         update = yields.operands[arg.index - 1]
-        _clone(_Slice(block, [update]).ops, step, top)
+        clone_before(Slice(block, [update]).ops, step, top)
     mapping = {iv: after, **{block.args[arg.index]: step.get(yields.operands[arg.index - 1],
                                                               yields.operands[arg.index - 1])
                              for arg in recurrences}}

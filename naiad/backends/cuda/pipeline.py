@@ -46,7 +46,7 @@ from naiad.ir import arith, tt
 from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp
 from naiad.ir.types import element_type, is_tensor
 from naiad.passes.constants import splat_value
-from naiad.passes.effects import is_pure
+from naiad.passes.loop_slices import Slice, clone_before, insert_before
 
 NUM_STAGES = "tt.num_stages"
 
@@ -76,33 +76,6 @@ _STAGED = (AsyncLoadOp, AsyncTensorMapLoadOp)
 
 def _count(func: Any) -> int:
     return sum(1 for op in func.walk() if isinstance(op, _STAGED))
-
-
-class _Slice:
-    """The ops of a loop body that a value is computed from (in block order), and the loop's
-    carried values among its sources."""
-
-    def __init__(self, body: Block, roots: list[SSAValue]):
-        self.ops: list[Operation] = []
-        self.carried: set[BlockArgument] = set()
-        self.ok = True
-        seen: set[Operation] = set()
-        stack = list(roots)
-        while stack:
-            value = stack.pop()
-            if isinstance(value, BlockArgument):
-                if value.block is body and value.index > 0:
-                    self.carried.add(value)
-                continue
-            op = value.owner
-            if op.parent_block() is not body or op in seen:
-                continue                      # defined outside the loop: invariant
-            seen.add(op)
-            if op.regions or not is_pure(op) or isinstance(op, tt.DotOp):
-                self.ok = False               # reads memory, or needs another iteration's dot
-                return
-            stack.extend(op.operands)
-        self.ops = [op for op in body.ops if op in seen]
 
 
 def _staged_readers(load: tt.LoadOp, info: dict, across: bool = True) -> list[Reader] | None:
@@ -190,12 +163,12 @@ def _candidates(body: Block, info: dict, across: bool = True) -> tuple[list[tt.L
             loads.append(op)
     yields = body.last_op
     while True:
-        slices = {load: _Slice(body, _loads_of(load)) for load in loads}
+        slices = {load: Slice(body, _loads_of(load)) for load in loads}
         loads = [load for load in loads if slices[load].ok]
         recurrences = set().union(*(slices[load].carried for load in loads)) if loads else set()
         bad = set()
         for arg in recurrences:
-            update = _Slice(body, [yields.operands[arg.index - 1]])
+            update = Slice(body, [yields.operands[arg.index - 1]])
             if not update.ok or not update.carried <= recurrences:
                 bad.add(arg)
         if not bad:
@@ -203,51 +176,36 @@ def _candidates(body: Block, info: dict, across: bool = True) -> tuple[list[tt.L
         loads = [load for load in loads if not slices[load].carried & bad]
 
 
-def _insert(before: Operation, op: Operation) -> SSAValue:
-    before.parent_block().insert_op_before(op, before)
-    return op.results[0]
-
-
-def _clone(ops: list[Operation], mapping: dict[SSAValue, SSAValue], before: Operation) -> None:
-    """Clone ``ops`` before ``before``, their operands through ``mapping`` (which receives the
-    clones' results)."""
-    for op in ops:
-        copy = op.clone(value_mapper=dict(mapping))
-        before.parent_block().insert_op_before(copy, before)
-        for old, new in zip(op.results, copy.results):
-            mapping[old] = new
-
-
 def _constant(before: Operation, value: int, type_: Any) -> SSAValue:
-    return _insert(before, arith.ConstantOp(IntegerAttr(value, type_)))
+    return insert_before(before, arith.ConstantOp(IntegerAttr(value, type_)))
 
 
 def _iteration(before: Operation, loop: scf.ForOp, base: SSAValue, ahead: int) -> tuple[SSAValue, SSAValue]:
     """(the induction variable ``ahead`` iterations after ``base``, whether it is in range)."""
     if ahead:
-        distance = _insert(before, arith.MuliOp(loop.step, _constant(before, ahead, loop.step.type)))
-        base = _insert(before, arith.AddiOp(base, distance))
-    return base, _insert(before, arith.CmpiOp(base, loop.ub, "slt"))
+        distance = insert_before(before, arith.MuliOp(loop.step, _constant(before, ahead, loop.step.type)))
+        base = insert_before(before, arith.AddiOp(base, distance))
+    return base, insert_before(before, arith.CmpiOp(base, loop.ub, "slt"))
 
 
 def _async_load(load: Any, mapping: dict, valid: SSAValue, slot: SSAValue, phase: SSAValue,
                 ring: str, stages: int, body: Block, before: Operation) -> SSAValue:
     """``load`` for another iteration (its sources through ``mapping``), staged in ``slot``
     (completing ``phase`` of its mbarrier, for a map load); off where ``valid`` is false."""
-    _clone(_Slice(body, _loads_of(load)).ops, mapping, before)
+    clone_before(Slice(body, _loads_of(load)).ops, mapping, before)
     if isinstance(load, TensorMapLoadOp):
         offsets = [mapping.get(o, o) for o in load.offsets]
-        return _insert(before, AsyncTensorMapLoadOp(load.desc, offsets, valid, slot, phase,
+        return insert_before(before, AsyncTensorMapLoadOp(load.desc, offsets, valid, slot, phase,
                                                     load.results[0].type, ring, stages))
     ptr = mapping.get(load.ptr, load.ptr)
     shape = load.results[0].type.get_shape()
-    mask = _insert(before, tt.SplatOp(valid, shape))
+    mask = insert_before(before, tt.SplatOp(valid, shape))
     if load.mask is not None:
-        mask = _insert(before, arith.AndIOp(mapping.get(load.mask, load.mask), mask))
+        mask = insert_before(before, arith.AndIOp(mapping.get(load.mask, load.mask), mask))
     value_type = load.results[0].type
     zero = 0 if isinstance(element_type(value_type), IntegerType) else 0.0
-    other = _insert(before, arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(value_type, [zero])))
-    return _insert(before, AsyncLoadOp(ptr, mask, other, slot, ring, stages))
+    other = insert_before(before, arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(value_type, [zero])))
+    return insert_before(before, AsyncLoadOp(ptr, mask, other, slot, ring, stages))
 
 
 def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> bool:
@@ -261,7 +219,7 @@ def _hoist_invariant_operands(loop: scf.ForOp, ring_prefix: str, info: dict) -> 
         if found is None or not any(loop.is_ancestor(r.dot) for r in found):
             continue
         zero = _constant(load, 0, i32)
-        valid = _insert(load, arith.ConstantOp(IntegerAttr(1, i1)))
+        valid = insert_before(load, arith.ConstantOp(IntegerAttr(1, i1)))
         staged = _async_load(load, {}, valid, zero, zero, f"{ring_prefix}q{_count_ops(loop)}", 1,
                              load.parent_block(), load)
         load.results[0].replace_all_uses_with(staged)
@@ -298,7 +256,7 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, s
     ahead = stages - 1
     recurrences = sorted(recurrences, key=lambda a: a.index)
     yields = body.last_op
-    updates = {arg: _Slice(body, [yields.operands[arg.index - 1]]) for arg in recurrences}
+    updates = {arg: Slice(body, [yields.operands[arg.index - 1]]) for arg in recurrences}
     rings = [f"{ring_prefix}{i}" for i in range(len(loads))]
     # -- prologue: the loads of iterations 0 .. ahead-1, the recurrences run ahead
     values = {arg: loop.iter_args[arg.index - 1] for arg in recurrences}
@@ -313,7 +271,7 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, s
                                            body, loop))
         step: dict[SSAValue, SSAValue] = dict(mapping)
         for arg in recurrences:
-            _clone(updates[arg].ops, step, loop)
+            clone_before(updates[arg].ops, step, loop)
         values = {arg: step.get(yields.operands[arg.index - 1], yields.operands[arg.index - 1])
                   for arg in recurrences}
     # pointers that advance by a step the loop does not change are carried as one offset
@@ -345,29 +303,29 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, s
     iv_ahead, valid = _iteration(new_yield, loop, block.args[0], ahead)
     mapping = {block.args[0]: iv_ahead, **{block.args[arg.index]: future[arg] for arg in recurrences}}
     for arg in strides:
-        offsets = _insert(new_yield, tt.SplatOp(future[arg], bases[arg].type.get_shape()))
-        mapping[block.args[arg.index]] = _insert(new_yield, tt.AddPtrOp(bases[arg], offsets))
+        offsets = insert_before(new_yield, tt.SplatOp(future[arg], bases[arg].type.get_shape()))
+        mapping[block.args[arg.index]] = insert_before(new_yield, tt.AddPtrOp(bases[arg], offsets))
     issued = [_async_load(load, dict(mapping), valid, slot, phase, rings[f], stages, block, new_yield)
               for f, load in enumerate(loads)]
     step = dict(mapping)
     for arg in recurrences:
         if arg not in strides:
-            _clone(_Slice(block, [new_yield.operands[arg.index - 1]]).ops, step, new_yield)
+            clone_before(Slice(block, [new_yield.operands[arg.index - 1]]).ops, step, new_yield)
     for arg, stride in strides.items():
         if isinstance(stride, int):
             wide = _constant(new_yield, stride, i64)
         else:
-            wide = stride if stride.type == i64 else _insert(new_yield, arith.ExtSIOp(stride, i64))
-        step[arg] = _insert(new_yield, arith.AddiOp(future[arg], wide))
+            wide = stride if stride.type == i64 else insert_before(new_yield, arith.ExtSIOp(stride, i64))
+        step[arg] = insert_before(new_yield, arith.AddiOp(future[arg], wide))
     futures_next = [step[arg] if arg in strides else
                     step.get(new_yield.operands[arg.index - 1], new_yield.operands[arg.index - 1])
                     for arg in recurrences]
     one = _constant(new_yield, 1, i32)
-    bumped = _insert(new_yield, arith.AddiOp(slot, one))
-    wrap = _insert(new_yield, arith.CmpiOp(bumped, _constant(new_yield, stages, i32), "eq"))
-    slot_next = _insert(new_yield, arith.SelectOp(wrap, _constant(new_yield, 0, i32), bumped))
-    flipped = _insert(new_yield, arith.XOrIOp(phase, one))
-    phase_next = _insert(new_yield, arith.SelectOp(wrap, flipped, phase))
+    bumped = insert_before(new_yield, arith.AddiOp(slot, one))
+    wrap = insert_before(new_yield, arith.CmpiOp(bumped, _constant(new_yield, stages, i32), "eq"))
+    slot_next = insert_before(new_yield, arith.SelectOp(wrap, _constant(new_yield, 0, i32), bumped))
+    flipped = insert_before(new_yield, arith.XOrIOp(phase, one))
+    phase_next = insert_before(new_yield, arith.SelectOp(wrap, flipped, phase))
     operands = list(new_yield.operands) + futures_next + \
         [v for f in range(len(loads)) for v in carried[f][1:] + [issued[f]]] + [slot_next, phase_next]
     block.insert_op_before(scf.YieldOp(*operands), new_yield)
