@@ -9,7 +9,7 @@ the next process of that machine finds it there.  Autotuning results are shared 
 **Stores.**  A store is any class of `RemoteStore`'s shape, constructed as ``cls(url,
 timeout)``: entries are small dicts of file name -> bytes in a namespace (``"kernel"`` or
 ``"autotune"``) under a sha256 hex key.  ``redis://host:port/db`` is `naiad.compiler.remote_redis`
-(the ``redis`` package: ``pip install 'naiad[redis]'``), ``file:///shared/dir`` a folder on a
+(Redis's protocol spoken by `naiad.compiler.resp`: nothing to install), ``file:///shared/dir`` a folder on a
 shared file system (`naiad.compiler.remote_files`); another scheme (``s3://``...) is a class a
 package registers under the ``naiad.remote_cache`` entry point group with the scheme as its name
 -- no change to Naiad.
