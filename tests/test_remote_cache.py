@@ -230,3 +230,38 @@ def test_a_store_registered_by_entry_point_is_used(tmp_path, monkeypatch):
         remote_cache_node.RUNS["add"](64)
     assert compiles == [False, True]
     assert len(MemoryStore.entries) == 1
+
+
+def test_threads_of_one_process_share_the_connection(server, tmp_path, monkeypatch):
+    """Four threads compile four kernels at once through one Redis connection: no warning, every
+    result right, every kernel published (a second node compiles none)."""
+    import threading
+    import warnings
+
+    from naiad.compiler import cache
+    from tests import remote_cache_node
+
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path / "threads"))
+    monkeypatch.setenv("NAIAD_REMOTE_CACHE", server.url)
+    cache._managers.clear()
+    remote_cache_node.scaled_add.cache.clear()
+    blocks = [64 * 2 ** i for i in range(4)]
+    errors = []
+
+    def run(block):
+        try:
+            remote_cache_node.RUNS["add"](block)
+        except Exception as e:        # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=run, args=(b,)) for b in blocks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == [] and [str(w.message) for w in caught] == []
+    assert len(kernel_keys(server)) == 4
+    second = node(tmp_path, "b", server.url, *[f"add:{b}" for b in blocks])
+    assert second["compiles"] == 0 and second["hits"] == 4

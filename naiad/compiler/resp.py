@@ -13,6 +13,7 @@ opens a new one.
 from __future__ import annotations
 
 import socket
+import threading
 import urllib.parse
 from typing import Any
 
@@ -34,6 +35,8 @@ class Client:
         self.timeout = timeout
         self.sock: socket.socket | None = None
         self.reader: Any = None
+        #: One request at a time on the socket: threads compiling at once share the client.
+        self.lock = threading.RLock()
 
     def call(self, *args: Any) -> Any:
         """One command's reply (an error reply raised as `RespError`)."""
@@ -43,13 +46,14 @@ class Client:
     def pipeline(self, commands: list[tuple]) -> list[Any]:
         """Send ``commands`` at once and read their replies; the first error reply is raised
         after all were read, so the connection stays in step."""
-        try:
-            self._connect()
-            self.sock.sendall(b"".join(_encode(c) for c in commands))
-            replies = [self._read() for _ in commands]
-        except BaseException:
-            self.close()
-            raise
+        with self.lock:
+            try:
+                self._connect()
+                self.sock.sendall(b"".join(_encode(c) for c in commands))
+                replies = [self._read() for _ in commands]
+            except BaseException:
+                self.close()
+                raise
         for reply in replies:
             if isinstance(reply, RespError):
                 raise reply
