@@ -46,6 +46,7 @@ class RedisServer:
         self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
+        self.client.close()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)
             self.process.kill()

@@ -261,7 +261,45 @@ def test_threads_of_one_process_share_the_connection(server, tmp_path, monkeypat
             t.start()
         for t in threads:
             t.join()
-    assert errors == [] and [str(w.message) for w in caught] == []
+    from naiad.errors import NaiadWarning
+
+    assert errors == [] and [str(w.message) for w in caught if issubclass(w.category, NaiadWarning)] == []
     assert len(kernel_keys(server)) == 4
     second = node(tmp_path, "b", server.url, *[f"add:{b}" for b in blocks])
     assert second["compiles"] == 0 and second["hits"] == 4
+
+
+def test_a_forked_child_opens_its_own_connection(server, tmp_path, monkeypatch):
+    """A process that used Redis forks (as compile workers are made); parent and child then
+    compile at once, each on its own connection: both publish, neither warns."""
+    import multiprocessing
+
+    from naiad.compiler import cache
+    from tests import remote_cache_node
+
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path / "parent"))
+    monkeypatch.setenv("NAIAD_REMOTE_CACHE", server.url)
+    cache._managers.clear()
+    remote_cache_node.scaled_add.cache.clear()
+    remote_cache_node.RUNS["add"](64)                     # the parent's connection is open now
+    context = multiprocessing.get_context("fork")
+    child = context.Process(target=_child_compiles, args=(str(tmp_path / "child"),))
+    child.start()
+    remote_cache_node.RUNS["add"](512)
+    child.join(60)
+    assert child.exitcode == 0
+    assert len(kernel_keys(server)) == 3
+
+
+def _child_compiles(cache_dir: str) -> None:
+    import os
+    import warnings
+
+    from naiad.compiler import cache
+    from tests import remote_cache_node
+
+    os.environ["NAIAD_CACHE_DIR"] = cache_dir
+    cache._managers.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        remote_cache_node.RUNS["add"](256)

@@ -23,6 +23,7 @@ tried again after.  A damaged remote entry is ignored, compiled again and overwr
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import urllib.parse
@@ -67,6 +68,9 @@ class RemoteStore:
 
     def hit(self, namespace: str, key: str) -> None:
         """Optional: count a use of an entry the core found sound (``naiad cache ls``'s hits)."""
+
+    def close(self) -> None:
+        """Optional: let go of connections (when ``NAIAD_REMOTE_CACHE`` names another store)."""
 
 
 def open_store(url: str, timeout: float) -> Any:
@@ -150,6 +154,8 @@ def current() -> Remote | None:
         return None
     with _lock:
         if _current["url"] != url:
+            if _current["remote"] is not None:
+                _current["remote"].store.close()
             _current["url"], _current["remote"] = url, Remote(url, _Unopened(url))
         return _current["remote"]
 
@@ -184,3 +190,9 @@ class _Unopened:
 
     def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
         return self._store().entries(namespace)
+
+    def close(self) -> None:
+        """Let go of the store's connections, where it has some (an optional method)."""
+        if callable(getattr(self.opened, "close", None)):
+            with contextlib.suppress(Exception):
+                self.opened.close()

@@ -52,6 +52,9 @@ class RedisStore:
     def remove(self, namespace: str, key: str) -> None:
         self.client.call("DEL", self.name(namespace, key))
 
+    def close(self) -> None:
+        self.client.close()
+
     def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
         prefix = f"naiad:{namespace}:"
         cursor = b"0"

@@ -12,6 +12,7 @@ opens a new one.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import urllib.parse
@@ -37,6 +38,8 @@ class Client:
         self.reader: Any = None
         #: One request at a time on the socket: threads compiling at once share the client.
         self.lock = threading.RLock()
+        #: The process that opened the socket: a forked child (a compile worker) opens its own.
+        self.pid = os.getpid()
 
     def call(self, *args: Any) -> Any:
         """One command's reply (an error reply raised as `RespError`)."""
@@ -67,8 +70,11 @@ class Client:
                 self.sock, self.reader = None, None
 
     def _connect(self) -> None:
+        if self.sock is not None and self.pid != os.getpid():
+            self.close()              # this process's copy of the parent's socket; the parent keeps its own
         if self.sock is not None:
             return
+        self.pid = os.getpid()
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         if self.tls:
             import ssl

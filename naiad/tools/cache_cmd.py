@@ -101,6 +101,9 @@ def run(args: argparse.Namespace, write: Callable[[str], Any]) -> int:
     except Exception as e:          # noqa: BLE001  (a store that fails: its error, not a traceback)
         raise NaiadError(f"the {place.name} failed ({type(e).__name__}: {e}) -- fix: check that it "
                          f"is reachable (NAIAD_REMOTE_CACHE_TIMEOUT={knobs.cache.remote_timeout:g} s)") from None
+    finally:
+        if callable(getattr(place.store, "close", None)):
+            place.store.close()
 
 
 def _ls(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) -> int:
