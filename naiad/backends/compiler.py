@@ -96,6 +96,17 @@ class BackendOptions:
     kernel metadata).  Subclass this together with ``@dataclasses.dataclass(frozen=True)``.
     """
 
+    @classmethod
+    def given(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The values ``options`` gives this dataclass's fields (None: not given), those that
+        JSON turned into lists (``allowed_dot_input_precisions``, from a kernel's metadata) made
+        tuples again: what a backend's ``parse_options`` starts from."""
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        values = {k: v for k, v in options.items() if k in known and v is not None}
+        if isinstance(values.get("allowed_dot_input_precisions"), list):
+            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
+        return values
+
     def hash(self) -> str:
         fields = dataclasses.asdict(self)  # type: ignore[call-overload]
         text = json.dumps(fields, sort_keys=True, default=str)

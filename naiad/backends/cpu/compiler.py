@@ -86,14 +86,11 @@ class CPUBackend(BaseBackend):
         return f"llvmlite-{llvmlite.__version__}-{self.target.arch}-{features}"
 
     def parse_options(self, options: dict[str, Any]) -> CPUOptions:
-        known = {f.name for f in dataclasses.fields(CPUOptions)}
-        values = {k: v for k, v in options.items() if k in known and v is not None}
+        values = CPUOptions.given(options)
         for name in ("debug", "bounds_check"):
             if name not in values:
                 values[name] = knobs.runtime.debug
         values["arch"] = self.target.arch
-        if isinstance(values.get("allowed_dot_input_precisions"), list):
-            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
         return CPUOptions(**values)
 
     def add_stages(self, stages: dict, options: CPUOptions, language: Any) -> None:

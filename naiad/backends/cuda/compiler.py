@@ -87,8 +87,7 @@ class CUDABackend(BaseBackend):
         return disassemble(asm["cubin"])
 
     def parse_options(self, options: dict[str, Any]) -> CUDAOptions:
-        known = {f.name for f in dataclasses.fields(CUDAOptions)}
-        values = {k: v for k, v in options.items() if k in known and v is not None}
+        values = CUDAOptions.given(options)
         values.setdefault("debug", knobs.runtime.debug)
         values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
         values["arch"] = int(self.target.arch)
@@ -96,8 +95,6 @@ class CUDABackend(BaseBackend):
             values.setdefault("descriptor_reductions", _COPY_ENGINE_REDUCTIONS)
         if isinstance(values.get("descriptor_reductions"), list):       # from JSON
             values["descriptor_reductions"] = tuple(tuple(r) for r in values["descriptor_reductions"])
-        if isinstance(values.get("allowed_dot_input_precisions"), list):
-            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
         num_warps = values.get("num_warps", 4)
         if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
             from naiad.errors import NaiadError

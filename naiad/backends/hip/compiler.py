@@ -87,8 +87,7 @@ class HIPBackend(BaseBackend):
     def parse_options(self, options: dict[str, Any]) -> HIPOptions:
         from naiad.backends.hip.target import check_arch, wave_size
 
-        known = {f.name for f in dataclasses.fields(HIPOptions)}
-        values = {k: v for k, v in options.items() if k in known and v is not None}
+        values = HIPOptions.given(options)
         values.setdefault("debug", knobs.runtime.debug)
         values.setdefault("enable_fp_fusion", knobs.language.default_fp_fusion)
         values["arch"] = check_arch(self.target.arch)
@@ -98,8 +97,6 @@ class HIPBackend(BaseBackend):
                              f"run on FMA), or compile for a CDNA GPU (gfx90a, gfx942, gfx950)")
         values.setdefault("mfma", KNOBS.mfma and wave_size(values["arch"]) == 64)
         values["warp_size"] = int(self.target.warp_size or wave_size(values["arch"]))
-        if isinstance(values.get("allowed_dot_input_precisions"), list):
-            values["allowed_dot_input_precisions"] = tuple(values["allowed_dot_input_precisions"])
         if values.get("matrix_instr_nonkdim", 0) not in (0, 16, 32):
             raise NaiadError(f"matrix_instr_nonkdim={values['matrix_instr_nonkdim']}: the hip backend's "
                              f"MFMA instructions are 32 or 16 wide -- fix: pass 32, 16, or 0 (the "
