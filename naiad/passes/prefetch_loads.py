@@ -26,11 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects import scf
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from naiad.ir import arith, tt
 from naiad.ir.types import is_tensor
-from naiad.passes.loop_slices import Slice, clone_before, insert_before
+from naiad.passes.loop_slices import Slice, clone_before, insert_before, moved_body, replace_loop
 
 
 def prefetch_loads(func: Any) -> bool:
@@ -99,12 +99,7 @@ def _prefetch(loop: scf.ForOp) -> bool:
     runs = insert_before(loop, arith.CmpiOp(loop.lb, loop.ub, "slt"))
     prologue = [_load_for(load, body, first, runs, loop) for load in loads]
     # -- the new body: the old one, each load's value carried in, the next loads at its top
-    block = Block(arg_types=[a.type for a in body.args] + [v.type for v in prologue])
-    for old, new in zip(body.args, block.args):
-        old.replace_all_uses_with(new)
-    for op in list(body.ops):
-        op.detach()
-        block.add_op(op)
+    block = moved_body(body, [v.type for v in prologue])
     for load, current in zip(loads, block.args[len(body.args):]):
         load.results[0].replace_all_uses_with(current)
     top = block.first_op
@@ -119,18 +114,9 @@ def _prefetch(loop: scf.ForOp) -> bool:
                                                               yields.operands[arg.index - 1])
                              for arg in recurrences}}
     issued = [_load_for(load, block, mapping, valid, top) for load in loads]
-    block.insert_op_before(scf.YieldOp(*yields.operands, *issued), yields)
-    yields.detach()
-    yields.erase()
     for load in loads:
         load.detach()
         load.erase()
-    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, list(loop.iter_args) + prologue, Region([block]))
-    new_loop.attributes.update(loop.attributes)
-    loop.parent_block().insert_op_before(new_loop, loop)
-    for old, new in zip(loop.results, new_loop.results):
-        old.replace_all_uses_with(new)
-    loop.detach()
-    loop.erase()
+    replace_loop(loop, block, list(loop.iter_args) + prologue, [*yields.operands, *issued])
     return True
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, i1, i32, i64
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from naiad.backends.cuda.dot_operands import Reader, is_transpose, mma_version, one_tile_serves, readers
 from naiad.backends.cuda.shared_tiles import swizzle_bytes
@@ -46,7 +46,7 @@ from naiad.ir import arith, tt
 from naiad.ir.ttg import AsyncLoadOp, AsyncTensorMapLoadOp, TensorMapLoadOp
 from naiad.ir.types import element_type, is_tensor
 from naiad.passes.constants import splat_value
-from naiad.passes.loop_slices import Slice, clone_before, insert_before
+from naiad.passes.loop_slices import Slice, clone_before, insert_before, moved_body, replace_loop
 
 NUM_STAGES = "tt.num_stages"
 
@@ -283,17 +283,12 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, s
     # slot the next copies go to and the phase they complete (0 until the slots wrap around)
     inits = list(loop.iter_args) + [values[arg] for arg in recurrences] + \
         [v for row in prologue for v in row] + [_constant(loop, ahead % stages, i32), phase0]
-    block = Block(arg_types=[a.type for a in body.args] + [values[a].type for a in recurrences] +
-                  [v.type for row in prologue for v in row] + [i32, i32])
-    for old, new in zip(body.args, block.args):
-        old.replace_all_uses_with(new)
+    block = moved_body(body, [values[a].type for a in recurrences] +
+                       [v.type for row in prologue for v in row] + [i32, i32])
     n_old = len(body.args)
     future = dict(zip(recurrences, block.args[n_old:n_old + len(recurrences)]))
     staged = block.args[n_old + len(recurrences):-2]
     slot, phase = block.args[-2], block.args[-1]
-    for op in list(body.ops):
-        op.detach()
-        block.add_op(op)
     new_yield = block.last_op
     # each load's value for this iteration is the first it carries
     carried = [list(staged[f * ahead:(f + 1) * ahead]) for f in range(len(loads))]
@@ -328,19 +323,10 @@ def _pipeline_loop(loop: scf.ForOp, stages: int, ring_prefix: str, info: dict, s
     phase_next = insert_before(new_yield, arith.SelectOp(wrap, flipped, phase))
     operands = list(new_yield.operands) + futures_next + \
         [v for f in range(len(loads)) for v in carried[f][1:] + [issued[f]]] + [slot_next, phase_next]
-    block.insert_op_before(scf.YieldOp(*operands), new_yield)
-    new_yield.detach()
-    new_yield.erase()
     for load in loads:
         load.detach()
         load.erase()
-    new_loop = scf.ForOp(loop.lb, loop.ub, loop.step, inits, Region([block]))
-    new_loop.attributes.update(loop.attributes)
-    loop.parent_block().insert_op_before(new_loop, loop)
-    for old, new in zip(loop.results, new_loop.results):
-        old.replace_all_uses_with(new)
-    loop.detach()
-    loop.erase()
+    replace_loop(loop, block, inits, operands)
     _mark_waits(block, [c for c, load in zip(carried, loads) if isinstance(load, tt.LoadOp)], ahead)
     return True
 
