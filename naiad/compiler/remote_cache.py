@@ -96,37 +96,49 @@ def open_store(url: str, timeout: float) -> Any:
 
 
 class Remote:
-    """A store used so that it never fails a launch: each call's failure is caught, warned
-    about once, and the store rested (`REST_SECONDS`)."""
+    """The store ``url`` names, opened at its first use and used so that it never fails a
+    launch: each call's failure -- the store's construction's too (a bad URL, a server that
+    refuses) -- is caught, warned about once, and the store rested (`REST_SECONDS`)."""
 
-    def __init__(self, url: str, store: Any):
-        self.url, self.store = url, store
+    def __init__(self, url: str):
+        self.url = url
+        self.store: Any = None
         self.resting_until = 0.0
         self.warned = False
         self.lock = threading.Lock()
 
     def get(self, namespace: str, key: str) -> dict[str, bytes] | None:
-        return self._call("read", None, self.store.get, namespace, key)
+        return self._call("read", "get", namespace, key)
 
     def put(self, namespace: str, key: str, files: dict[str, bytes]) -> None:
-        self._call("write", None, self.store.put, namespace, key, files)
+        self._call("write", "put", namespace, key, files)
 
     def remove(self, namespace: str, key: str) -> None:
-        self._call("remove", None, self.store.remove, namespace, key)
-
-    def _call(self, what: str, failed: Any, method: Any, *args: Any) -> Any:
-        if time.monotonic() < self.resting_until:
-            return failed
-        try:
-            return method(*args)
-        except Exception as e:       # noqa: BLE001  (a remote cache never fails a launch)
-            self.fail(f"cannot {what} {args[0]} {args[1][:16]}... ({type(e).__name__}: {e})")
-            return failed
+        self._call("remove", "remove", namespace, key)
 
     def hit(self, namespace: str, key: str) -> None:
         """Count a use of an entry, where the store keeps count (an optional method)."""
-        if callable(getattr(self.store, "hit", None)):
-            self._call("count a hit of", None, self.store.hit, namespace, key)
+        self._call("count a hit of", "hit", namespace, key, optional=True)
+
+    def _call(self, what: str, method: str, *args: Any, optional: bool = False) -> Any:
+        if time.monotonic() < self.resting_until:
+            return None
+        try:
+            if self.store is None:
+                self.store = open_store(self.url, knobs.cache.remote_timeout)
+            call = getattr(self.store, method, None)
+            if call is None and optional:
+                return None
+            return call(*args)
+        except Exception as e:       # noqa: BLE001  (a remote cache never fails a launch)
+            self.fail(f"cannot {what} {args[0]} {args[1][:16]}... ({type(e).__name__}: {e})")
+            return None
+
+    def close(self) -> None:
+        """Let go of the store's connections, where it has some (an optional method)."""
+        if callable(getattr(self.store, "close", None)):
+            with contextlib.suppress(Exception):
+                self.store.close()
 
     def fail(self, why: str) -> None:
         """Rest the store, and warn the first time."""
@@ -155,44 +167,6 @@ def current() -> Remote | None:
     with _lock:
         if _current["url"] != url:
             if _current["remote"] is not None:
-                _current["remote"].store.close()
-            _current["url"], _current["remote"] = url, Remote(url, _Unopened(url))
+                _current["remote"].close()
+            _current["url"], _current["remote"] = url, Remote(url)
         return _current["remote"]
-
-
-class _Unopened:
-    """Opens the store at its first use, so that a store that cannot even be constructed (the
-    ``redis`` package missing, a server refusing) fails like any request: one warning, then
-    a rest, the launch going on locally."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.opened: Any = None
-
-    def _store(self) -> Any:
-        if self.opened is None:
-            self.opened = open_store(self.url, knobs.cache.remote_timeout)
-        return self.opened
-
-    def get(self, namespace: str, key: str) -> dict[str, bytes] | None:
-        return self._store().get(namespace, key)
-
-    def put(self, namespace: str, key: str, files: dict[str, bytes]) -> None:
-        self._store().put(namespace, key, files)
-
-    def remove(self, namespace: str, key: str) -> None:
-        self._store().remove(namespace, key)
-
-    def hit(self, namespace: str, key: str) -> None:
-        store = self._store()
-        if callable(getattr(store, "hit", None)):
-            store.hit(namespace, key)
-
-    def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
-        return self._store().entries(namespace)
-
-    def close(self) -> None:
-        """Let go of the store's connections, where it has some (an optional method)."""
-        if callable(getattr(self.opened, "close", None)):
-            with contextlib.suppress(Exception):
-                self.opened.close()
