@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import time
@@ -25,20 +26,14 @@ _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _BYTES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+@dataclasses.dataclass
 class Place:
-    """One cache as the command sees it: its entries in a namespace, reading and removing."""
+    """One cache as the command sees it: its name in messages, its store (`RemoteStore`'s
+    shape) and the namespaces of entries it holds."""
 
-    def __init__(self, name: str, store: Any, namespaces: tuple[str, ...]):
-        self.name, self.store, self.namespaces = name, store, namespaces
-
-    def entries(self, namespace: str) -> Iterator[tuple[str, EntryStats]]:
-        return self.store.entries(namespace)
-
-    def get(self, namespace: str, key: str) -> dict[str, bytes] | None:
-        return self.store.get(namespace, key)
-
-    def remove(self, namespace: str, key: str) -> None:
-        self.store.remove(namespace, key)
+    name: str
+    store: Any
+    namespaces: tuple[str, ...]
 
 
 class LocalStore:
@@ -109,8 +104,8 @@ def run(args: argparse.Namespace, write: Callable[[str], Any]) -> int:
 def _ls(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) -> int:
     now = time.time()
     rows = []
-    for key, stats in place.entries(remote_cache.KERNEL):
-        kernel, target = _describe(place.get(remote_cache.KERNEL, key), key)
+    for key, stats in place.store.entries(remote_cache.KERNEL):
+        kernel, target = _describe(place.store.get(remote_cache.KERNEL, key), key)
         rows.append((key[:12], kernel, target, _bytes(stats.size), _age(now - stats.created),
                      _age(now - stats.used), str(stats.hits)))
     header = ("key", "kernel", "backend:target", "size", "age", "used", "hits")
@@ -131,7 +126,7 @@ def _describe(files: dict[str, bytes] | None, key: str) -> tuple[str, str]:
 def _stats(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) -> int:
     now = time.time()
     for namespace in place.namespaces:
-        entries = [stats for _, stats in place.entries(namespace)]
+        entries = [stats for _, stats in place.store.entries(namespace)]
         what = "kernels" if namespace == remote_cache.KERNEL else "autotuning records"
         if not entries:
             write(f"{what}: none\n")
@@ -147,8 +142,8 @@ def _stats(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) 
 def _clear(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) -> int:
     count = 0
     for namespace in place.namespaces:
-        for key, _ in list(place.entries(namespace)):
-            place.remove(namespace, key)
+        for key, _ in list(place.store.entries(namespace)):
+            place.store.remove(namespace, key)
             count += 1
     write(f"removed {count} entries from the {place.name}\n")
     return 0
@@ -161,12 +156,12 @@ def _prune(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) 
     oldest = time.time() - parse_age(args.older_than) if args.older_than is not None else None
     limit = parse_size(args.max_size) if args.max_size is not None else None
     entries = sorted(((stats.used, namespace, key, stats.size) for namespace in place.namespaces
-                      for key, stats in place.entries(namespace)))
+                      for key, stats in place.store.entries(namespace)))
     total = sum(size for *_, size in entries)
     removed = freed = 0
     for used, namespace, key, size in entries:          # least recently used first
         if (oldest is not None and used < oldest) or (limit is not None and total > limit):
-            place.remove(namespace, key)
+            place.store.remove(namespace, key)
             removed, freed, total = removed + 1, freed + size, total - size
     write(f"removed {removed} entries ({_bytes(freed)}) from the {place.name}; "
           f"{len(entries) - removed} left ({_bytes(total)})\n")
@@ -176,12 +171,12 @@ def _prune(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) 
 def _verify(place: Place, args: argparse.Namespace, write: Callable[[str], Any]) -> int:
     checked, damaged = 0, []
     for namespace in place.namespaces:
-        for key, _ in list(place.entries(namespace)):
-            files = place.get(namespace, key)
+        for key, _ in list(place.store.entries(namespace)):
+            files = place.store.get(namespace, key)
             checked += 1
             problem = _problem(namespace, files, key)
             if problem is not None:
-                place.remove(namespace, key)
+                place.store.remove(namespace, key)
                 damaged.append(f"  {namespace} {key[:16]}...: {problem} -- removed\n")
     write(f"checked {checked} entries of the {place.name}: {len(damaged)} damaged\n" + "".join(damaged))
     return 1 if damaged else 0
