@@ -60,7 +60,6 @@ MANIFEST = "MANIFEST"
 MAX_NAME = 150
 
 
-
 class CacheManagerError(KnobError):
     """``NAIAD_CACHE_MANAGER`` does not name a usable cache manager class."""
 

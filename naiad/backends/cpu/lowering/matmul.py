@@ -264,9 +264,25 @@ def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
     k_dim, n = shape_of(value.type)
     if _down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
         return None
-    bld = kernel.b
     step = _next_step(kernel, load)
-    out = kernel.buffer(value.type)
+    return _interleaved(kernel, value.type, k_dim, n,
+                        lambda index: _load_chunk(kernel, load, index, 16, True, step))
+
+
+def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
+    """A copy of B (bf16, ``[batch,] K x N``) whose rows are interleaved two by two: element
+    ``(k, j)`` at ``(k // 2 * N + j) * 2 + k % 2``, so that one 512-bit load holds 16 columns'
+    pairs of consecutive k, as ``vdpbf16ps`` multiplies them."""
+    half = lt.vector(lt.I16, 16)
+    return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, lambda index: kernel.b.load(
+        kernel.chunks.element_pointer(b_, index), typ=half, align=2))
+
+
+def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, chunk: Any) -> Buffer:
+    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` bf16 interleaved two by two
+    (`_paired_rows`), ``chunk(index)`` giving the 16 elements from linear element ``index``."""
+    bld = kernel.b
+    out = kernel.buffer(mlir_type)
     interleave = ir.Constant(lt.vector(lt.I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
 
     def pair(row_pair: ir.Value) -> None:
@@ -274,40 +290,13 @@ def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
 
         def group(g: ir.Value) -> None:
             first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 16)))
-            lo = _load_chunk(kernel, load, first, 16, True, step)
-            hi = _load_chunk(kernel, load, bld.add(first, ir.Constant(lt.I32, n)), 16, True, step)
+            lo, hi = chunk(first), chunk(bld.add(first, ir.Constant(lt.I32, n)))
             place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 32)))
             bld.store(bld.shuffle_vector(lo, hi, interleave), kernel.chunks.element_pointer(out, place), align=2)
 
         kernel.counted_loop(n // 16, group)
 
-    kernel.counted_loop(k_dim // 2, pair)
-    return out
-
-
-def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
-    """A copy of B (bf16, ``[batch,] K x N``) whose rows are interleaved two by two: element
-    ``(k, j)`` at ``(k // 2 * N + j) * 2 + k % 2``, so that one 512-bit load holds 16 columns'
-    pairs of consecutive k, as ``vdpbf16ps`` multiplies them."""
-    bld = kernel.b
-    out = kernel.buffer(b_.mlir_type)
-    half = lt.vector(lt.I16, 16)
-    interleave = ir.Constant(lt.vector(lt.I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
-
-    def pair(row_pair: ir.Value) -> None:            # row_pair: batch * K/2 of them
-        start = bld.mul(row_pair, ir.Constant(lt.I32, 2 * n))
-
-        def group(g: ir.Value) -> None:
-            first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 16)))
-            at = kernel.chunks.element_pointer
-            lo = bld.load(at(b_, first), typ=half, align=2)
-            hi = bld.load(at(b_, bld.add(first, ir.Constant(lt.I32, n))), typ=half, align=2)
-            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 32)))
-            bld.store(bld.shuffle_vector(lo, hi, interleave), at(out, place), align=2)
-
-        kernel.counted_loop(n // 16, group)
-
-    kernel.counted_loop(batch * k_dim // 2, pair)
+    kernel.counted_loop(rows // 2, pair)
     return out
 
 
