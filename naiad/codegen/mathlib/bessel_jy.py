@@ -22,7 +22,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen.mathlib.arith import clenshaw, const, fabs, libm, through_double
+from naiad.codegen.mathlib.arith import clenshaw, const, fabs, is_inf, libm, through_double
 
 _J0_SMALL = (
     0.15772797147489012, -0.008723442352852221, 0.2651786132033368,
@@ -125,7 +125,7 @@ def _first_kind(ctx: Any, ax: ir.Value, order: int) -> ir.Value:
     p, q, cos_c, sin_c = _hankel(ctx, ax, *((_P0, _Q0) if order == 0 else (_P1, _Q1)), order)
     large = b.fsub(b.fmul(p, cos_c), b.fmul(q, sin_c))
     value = b.select(b.fcmp_ordered("<", ax, const(ctx, ax, 8.0)), small, large)
-    return b.select(b.fcmp_ordered("==", ax, const(ctx, ax, math.inf)), const(ctx, ax, 0.0), value)
+    return b.select(is_inf(ctx, ax), const(ctx, ax, 0.0), value)
 
 
 def _j0(ctx: Any, args: list[ir.Value]) -> ir.Value:

@@ -29,8 +29,8 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import llvm_types as lt
-from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, ldexp, libm, polynomial,
-                                         same_shape, through_double)
+from naiad.codegen.mathlib.arith import (const, copysign, fabs, frexp, is_finite, is_inf, ldexp, libm,
+                                         polynomial, same_shape, through_double)
 from naiad.codegen.mathlib.without_libm import expm1
 
 #: atan(t) / t in powers of t*t, highest first: (-1)^n / (2n + 1) for n = 23 .. 0 (exact to
@@ -85,8 +85,7 @@ def _atan2(ctx: Any, args: list[ir.Value]) -> ir.Value:
     steep = b.fcmp_ordered(">", ay, ax)
     small, big = b.select(steep, ax, ay), b.select(steep, ay, ax)
     ratio = b.fdiv(small, big)
-    both_infinite = b.and_(b.fcmp_ordered("==", ax, const(ctx, x, math.inf)),
-                           b.fcmp_ordered("==", ay, const(ctx, x, math.inf)))
+    both_infinite = b.and_(is_inf(ctx, x), is_inf(ctx, y))
     ratio = b.select(both_infinite, const(ctx, x, 1.0), ratio)
     ratio = b.select(b.fcmp_ordered("==", big, const(ctx, x, 0.0)), const(ctx, x, 0.0), ratio)
     r = _atan_unit(ctx, ratio)
@@ -250,8 +249,7 @@ def _hypot(ctx: Any, args: list[ir.Value]) -> ir.Value:
     value = b.select(b.fcmp_ordered("==", big, const(ctx, big, 0.0)), big, value)
     value = b.select(b.or_(b.fcmp_unordered("uno", ax, ax), b.fcmp_unordered("uno", ay, ay)),
                      b.fadd(ax, ay), value)
-    infinite = b.or_(b.fcmp_ordered("==", ax, const(ctx, big, math.inf)),
-                     b.fcmp_ordered("==", ay, const(ctx, big, math.inf)))
+    infinite = b.or_(is_inf(ctx, args[0]), is_inf(ctx, args[1]))
     return b.select(infinite, const(ctx, big, math.inf), value)
 
 
@@ -286,7 +284,7 @@ def _ilogb(ctx: Any, args: list[ir.Value]) -> ir.Value:
     x = args[0]
     a = fabs(ctx, x)
     value = _exponent(ctx, x)
-    value = b.select(b.fcmp_ordered("==", a, const(ctx, x, math.inf)), ctx.const(lt.I32, _ILOGB_INF), value)
+    value = b.select(is_inf(ctx, x), ctx.const(lt.I32, _ILOGB_INF), value)
     return b.select(b.fcmp_unordered("ueq", a, const(ctx, x, 0.0)), ctx.const(lt.I32, _ILOGB_ZERO), value)
 
 
@@ -332,7 +330,7 @@ def _reduced(ctx: Any, ax: ir.Value, ay: ir.Value) -> ir.Value:
 def _c99_remainders(ctx: Any, x: ir.Value, y: ir.Value, value: ir.Value) -> ir.Value:
     """NaN for an infinite x, a zero y or a NaN; x itself for an infinite y."""
     b = ctx.b
-    value = b.select(b.fcmp_ordered("==", fabs(ctx, y), const(ctx, y, math.inf)), x, value)
+    value = b.select(is_inf(ctx, y), x, value)
     invalid = b.or_(b.fcmp_unordered("ueq", y, const(ctx, y, 0.0)),
                     b.fcmp_unordered("ueq", fabs(ctx, x), const(ctx, x, math.inf)))
     return b.select(invalid, const(ctx, x, math.nan), value)
@@ -341,7 +339,7 @@ def _c99_remainders(ctx: Any, x: ir.Value, y: ir.Value, value: ir.Value) -> ir.V
 def _fmod(ctx: Any, args: list[ir.Value]) -> ir.Value:
     x, y = args
     ax, ay = fabs(ctx, x), fabs(ctx, y)
-    finite = ctx.b.select(ctx.b.fcmp_ordered("<", ax, const(ctx, x, math.inf)), ax, const(ctx, x, 0.0))
+    finite = ctx.b.select(is_finite(ctx, x), ax, const(ctx, x, 0.0))
     positive = ctx.b.select(ctx.b.fcmp_ordered(">", ay, const(ctx, y, 0.0)), ay, const(ctx, y, 1.0))
     return _c99_remainders(ctx, x, y, copysign(ctx, _reduced(ctx, finite, positive), x))
 
@@ -352,7 +350,7 @@ def _remainder(ctx: Any, args: list[ir.Value]) -> ir.Value:
     b = ctx.b
     x, y = args
     ax, ay = fabs(ctx, x), fabs(ctx, y)
-    finite = b.select(b.fcmp_ordered("<", ax, const(ctx, x, math.inf)), ax, const(ctx, x, 0.0))
+    finite = b.select(is_finite(ctx, x), ax, const(ctx, x, 0.0))
     positive = b.select(b.fcmp_ordered(">", ay, const(ctx, y, 0.0)), ay, const(ctx, y, 1.0))
     twice = b.fadd(positive, positive)
     wide = b.select(b.fcmp_ordered("<", twice, const(ctx, y, math.inf)), _reduced(ctx, finite, twice), finite)

@@ -19,7 +19,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from naiad.codegen.mathlib.arith import const, libm, polynomial, through_double
+from naiad.codegen.mathlib.arith import const, is_inf, libm, polynomial, through_double
 
 _LANCZOS_G = 7.0
 _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
@@ -93,8 +93,7 @@ def _lgamma(ctx: Any, args: list[ir.Value]) -> ir.Value:
     sine = ctx.intrinsic("fabs", [_sinpi(ctx, x)])
     reflected = b.fsub(libm(ctx, "log", b.fdiv(const(ctx, x, math.pi), sine)), other)
     value = b.select(above, direct, reflected)
-    value = b.select(b.fcmp_ordered("==", ctx.intrinsic("fabs", [x]), const(ctx, x, math.inf)),
-                     const(ctx, x, math.inf), value)
+    value = b.select(is_inf(ctx, x), const(ctx, x, math.inf), value)
     return b.select(b.fcmp_unordered("uno", x, x), x, value)
 
 
