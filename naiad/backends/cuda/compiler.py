@@ -157,21 +157,26 @@ def _make_ttgir(module: Any, options: CUDAOptions, target: GPUTarget) -> Any:
 def _make_llir(module: Any, metadata: dict, options: CUDAOptions) -> str:
     from naiad.backends.cuda.async_copies import prepare
     from naiad.backends.cuda.hooks import NVPTXHooks
-    from naiad.backends.cuda.pipeline import strength_reduction
+    from naiad.backends.cuda.pipeline import shared_bytes, strength_reduction
     from naiad.backends.cuda.target import link_libdevice, optimize
-    from naiad.backends.cuda.tensor_cores import RULES
+    from naiad.backends.cuda.tensor_cores import RULES, fma_staging
     from naiad.backends.cuda.tensor_maps import module_maps
-    from naiad.codegen.gpu.stages import make_llir
+    from naiad.codegen.gpu.stages import make_llir_in
 
     from naiad.backends.cuda.toolchain import find_ptxas, newest_ptx
 
     # fence.acquire (PTX 8.6) only where the ptxas that assembles the kernel has it, on sm_90 on
     newest = newest_ptx(find_ptxas()) if options.arch >= 90 else None
-    hooks = NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest,
-                       arch=options.arch)
     metadata["tensor_maps"] = [m.to_json() for m in module_maps(module)]
     metadata["strength_reduction"] = strength_reduction(module)
-    llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES, prepare=prepare)
+
+    def new_hooks() -> NVPTXHooks:
+        return NVPTXHooks(fp_fusion=options.enable_fp_fusion, maxnreg=options.maxnreg, newest_ptx=newest,
+                          arch=options.arch)
+
+    # with 3 or more stages, FMA dots' operands in rings of two slots where they fit
+    llmod, hooks = make_llir_in(module, metadata, new_hooks, options.num_warps, shared_bytes(options.arch),
+                                options.num_stages >= 3, rules=RULES, prepare=prepare, staging=fma_staging)
     metadata["ptx_version"] = hooks.ptx_version
     return optimize(link_libdevice(str(llmod), metadata["name"]), options.arch, hooks.ptx_version)
 

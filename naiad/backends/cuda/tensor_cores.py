@@ -40,6 +40,12 @@ def _fma(k: GPUKernel, op: Any) -> None:
     ops_dot.fma_dot(k, op)
 
 
+def fma_staging(k: GPUKernel, op: Any) -> Any:
+    """What the FMA rule stages of a dot without a tensor-core layout (for the operand rings
+    of ``num_stages`` 3 or more, `naiad.codegen.gpu.operand_rings`); None for the others."""
+    return None if isinstance(k.layout_of(op.results[0]), NvidiaMma) else ops_dot.fma_staging(k, op)
+
+
 def lower_trans(k: GPUKernel, op: Any) -> None:
     """A 2-D transpose that only tensor-core dots read moves nothing: a staged tile is read
     with its dimensions swapped, registers are relabelled (`layouts.transposed`), and the dot

@@ -32,7 +32,10 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 class HIPOptions(BackendOptions):
     """Triton's HIPOptions where they apply.  ``num_stages`` 2 or more (the default, as Triton's
     AMD backend) issues the loads that feed dots one iteration ahead (register prefetch; deeper
-    counts prefetch one iteration too; no LDS ring yet).  Where ``mfma`` is on,
+    counts prefetch one iteration too), a dot's operands staged in LDS together (two barriers a
+    trip); 3 or more stages them in a ring of two LDS slots instead (one barrier a trip,
+    `naiad.codegen.gpu.operand_rings`; twice the LDS, as Triton's ``num_stages - 1`` buffers)
+    where the LDS holds it.  Where ``mfma`` is on,
     ``matrix_instr_nonkdim`` picks the MFMA size (32, 16, or 0 for the larger that fits) and
     ``kpack`` (1 or 2) how many instructions' k a lane holds consecutively
     (`naiad.backends.hip.mfma.operand_layout`)."""
@@ -155,13 +158,16 @@ def _ttgir_passes(options: HIPOptions) -> Any:
 
 def _make_llir(module: Any, metadata: dict, options: HIPOptions) -> str:
     from naiad.backends.hip.hooks import AMDGPUHooks
-    from naiad.backends.hip.mfma import RULES
-    from naiad.backends.hip.target import data_layout, optimize
-    from naiad.codegen.gpu.stages import make_llir
+    from naiad.backends.hip.mfma import RULES, staging
+    from naiad.backends.hip.target import data_layout, lds_bytes, optimize
+    from naiad.codegen.gpu.stages import make_llir_in
 
-    hooks = AMDGPUHooks(options.arch, options.warp_size, data_layout(options.arch),
-                        fp_fusion=options.enable_fp_fusion, waves_per_eu=options.waves_per_eu)
-    llmod = make_llir(module, metadata, hooks, options.num_warps, rules=RULES)
+    def new_hooks() -> AMDGPUHooks:
+        return AMDGPUHooks(options.arch, options.warp_size, data_layout(options.arch),
+                           fp_fusion=options.enable_fp_fusion, waves_per_eu=options.waves_per_eu)
+
+    llmod, hooks = make_llir_in(module, metadata, new_hooks, options.num_warps, lds_bytes(options.arch),
+                                options.num_stages >= 3, rules=RULES, staging=staging)
     metadata["warp_size"] = options.warp_size
     llir = hooks.finish_module(str(llmod), metadata["name"], metadata["shared"])
     return optimize(llir, options.arch)

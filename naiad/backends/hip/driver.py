@@ -15,13 +15,11 @@ from naiad.backends.compiler import GPUTarget
 from naiad.backends.driver import DriverBase, time_with_events
 from naiad.backends.hip.launcher import HIPLauncher
 from naiad.backends.hip.libhip import LibHIP, open_libhip
-from naiad.backends.hip.target import wave_size
+from naiad.backends.hip.target import lds_bytes, wave_size
 from naiad.errors import NaiadError, OutOfResources
 
 # hipFunction_attribute
 _FUNC_MAX_THREADS, _FUNC_LOCAL_BYTES, _FUNC_NUM_REGS = 0, 3, 4
-#: LDS a workgroup may use, by architecture (64 KiB but on gfx950).
-_LDS_BYTES = {"gfx950": 160 << 10}
 _CACHE_BYTES = 512 << 20                 # larger than any AMD GPU's last-level cache
 
 
@@ -104,7 +102,7 @@ class HIPDriver(DriverBase):
 
     def get_device_properties(self, device: int) -> dict[str, Any]:
         arch = self.architecture(device)
-        properties = {"arch": arch, "warpSize": wave_size(arch), "max_shared_mem": _LDS_BYTES.get(arch, 64 << 10)}
+        properties = {"arch": arch, "warpSize": wave_size(arch), "max_shared_mem": lds_bytes(arch)}
         torch = _torch_gpu()
         if torch is not None:
             properties["multiprocessor_count"] = torch.cuda.get_device_properties(device).multi_processor_count

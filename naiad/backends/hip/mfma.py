@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import (BFloat16Type, Float8E4M3FNUZType, Float8E5M2F
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu import ops_dot
+from naiad.codegen.gpu import operand_rings, ops_dot
 from naiad.codegen.gpu.kernel import RULES as SHARED_RULES, GPUKernel, shape_of
 from naiad.ir import tt
 from naiad.ir.types import element_type
@@ -245,8 +245,7 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
     shape = shape_of(result)
     instruction = _instruction(op, layout.size)
     pack = layout.pack
-    a = k.tensor(op.a, operand_layout(layout, 0, shape_of(op.a))).values
-    b_ = k.tensor(op.b, operand_layout(layout, 1, shape_of(op.b))).values
+    a, b_ = (dist.values for dist in operand_rings.convert(k, op, _operands(op, layout)))
     acc = k.tensor(op.c, layout).values
     steps = shape_of(op.a)[1] // layout.k_step
     reps_m, reps_n = layout.repetitions(shape)
@@ -280,5 +279,18 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
     k.define(result, results)
 
 
-#: The hip backend's rule table when MFMA is on: the shared rules with `lower_dot`.
+def _operands(op: Any, layout: AmdMfma) -> list[tuple[Any, L.Linear]]:
+    return [(op.a, operand_layout(layout, 0, shape_of(op.a))), (op.b, operand_layout(layout, 1, shape_of(op.b)))]
+
+
+def staging(k: GPUKernel, op: Any) -> operand_rings.Staging:
+    """What the dot's rule stages in LDS each trip (`operand_rings.plan`): the MFMA operands'
+    conversions, or FMA's operands."""
+    layout = k.layout_of(op.results[0])
+    if isinstance(layout, AmdMfma):
+        return operand_rings.conversions(k, op, _operands(op, layout))
+    return ops_dot.fma_staging(k, op)
+
+
+#: The hip backend's rule table: the shared rules with `lower_dot`.
 RULES = {**SHARED_RULES, tt.DotOp: lower_dot}

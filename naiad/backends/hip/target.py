@@ -21,6 +21,15 @@ _WAVE64 = re.compile(r"gfx(9\d\w*|8\d\w*)$")
 KNOWN = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1200")
 
 
+#: LDS a workgroup may use, by architecture (64 KiB but on gfx950).
+_LDS_BYTES = {"gfx950": 160 << 10}
+
+
+def lds_bytes(arch: str) -> int:
+    """Bytes of LDS (shared memory) one workgroup may use on ``arch``."""
+    return _LDS_BYTES.get(str(arch), 64 << 10)
+
+
 def wave_size(arch: str) -> int:
     """Lanes of a wavefront on ``arch``: 64 on CDNA (gfx9), 32 on RDNA (gfx10 on)."""
     return 64 if _WAVE64.match(str(arch)) else 32

@@ -274,13 +274,16 @@ class GPUKernel:
         return index
 
     # -- shared memory --------------------------------------------------------------------------
-    def shared_pointer(self, index: ir.Value, storage: ir.Type, byte_offset: int = 0) -> ir.Value:
-        """Element ``index`` of the scratch viewed as an array of ``storage``, from scratch byte
-        ``byte_offset`` on."""
-        base = self.hooks.shared_base(self.b)
-        if byte_offset + self.scratch_start:
-            base = self.b.gep(base, [ir.Constant(lt.I32, byte_offset + self.scratch_start)],
-                              source_etype=lt.I8)
+    def shared_pointer(self, index: ir.Value, storage: ir.Type, byte_offset: int = 0,
+                       base: ir.Value | None = None) -> ir.Value:
+        """Element ``index`` of shared memory viewed as an array of ``storage``, from byte
+        ``byte_offset`` of ``base`` (a pointer into shared memory: a region reserved for a
+        ring, `naiad.codegen.gpu.operand_rings`) or of the scratch."""
+        if base is None:
+            base = self.hooks.shared_base(self.b)
+            byte_offset += self.scratch_start
+        if byte_offset:
+            base = self.b.gep(base, [ir.Constant(lt.I32, byte_offset)], source_etype=lt.I8)
         return self.b.gep(base, [index], source_etype=storage)
 
     @property
@@ -338,44 +341,63 @@ class GPUKernel:
         reads the element at ``source(coordinates)`` (coordinates in ``source_shape``, the same
         elements viewed with another shape; None: the same coordinates).  ``read_vector``: how
         many consecutive elements one read may take at once (the padding keeps such runs
-        aligned).  Where a layout's coordinates split (`split_coordinates`), a thread computes
-        one address and its elements lie at constant distances from it."""
-        storage = lt.scalar(mlir_type)
-        stored = lt.I8 if storage == lt.I1 else storage
-        vector = max(_contiguous(dist.layout, dist.shape), read_vector)
-        padding = SharedPadding.of(dist.shape, lt.byte_size(lt.memory_type(mlir_type)), vector)
+        aligned)."""
+        padding = tile_padding(dist.layout, dist.shape, mlir_type, read_vector)
         self.need_shared(padding.size_bytes(numel(dist.shape)))
         self.hooks.barrier(self.b)
+        self.write_tile(dist, mlir_type, padding)
+        self.hooks.barrier(self.b)
+        return self.read_tile(mlir_type, padding, layout, shape, source, source_shape)
+
+    def write_tile(self, dist: Dist, mlir_type: Any, padding: "SharedPadding",
+                   base: ir.Value | None = None) -> None:
+        """Every thread's elements of ``dist`` into shared memory (from ``base``, else the
+        scratch) at their padded row-major index; where the layout's coordinates split
+        (`split_coordinates`), a thread computes one address and its elements lie at constant
+        distances from it.  The caller places the barriers."""
+        storage = lt.scalar(mlir_type)
+        stored = lt.I8 if storage == lt.I1 else storage
         split = self.split_coordinates(dist.layout, dist.shape)
         if split is None:
             for value, coords in zip(dist.values, self.coordinates(dist.layout, dist.shape)):
-                self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value)
+                self.write_shared(padding.index(self.b, self.linear(coords, dist.shape)), value, base)
         elif not (padding.keeps_chunks(dist.shape) and
-                  self.hooks.store_in_shared(self, dist, self._padded_addresses(padding, dist.shape, stored))):
-            for value, pointer in zip(dist.values, self._padded_pointers(padding, dist.shape, stored, *split)):
+                  self.hooks.store_in_shared(self, dist, self._padded_addresses(padding, dist.shape, stored, base))):
+            for value, pointer in zip(dist.values, self._padded_pointers(padding, dist.shape, stored, *split, base=base)):
                 value = self.b.zext(value, lt.I8) if value.type == lt.I1 else value
                 self.b.store(value, pointer)
-        self.hooks.barrier(self.b)
+
+    def read_tile(self, mlir_type: Any, padding: "SharedPadding", layout: L.Layout, shape: Sequence[int],
+                  source: Callable[[list], list] | None = None, source_shape: Sequence[int] | None = None,
+                  base: ir.Value | None = None) -> list[ir.Value]:
+        """The elements of a tile `write_tile` left in shared memory, in ``layout`` over
+        ``shape`` (as `gather_through_shared` reads them)."""
+        storage = lt.scalar(mlir_type)
+        stored = lt.I8 if storage == lt.I1 else storage
         split = self.split_coordinates(layout, shape) if source is None else None
         if split is None:
             source = source or (lambda c: c)
-            return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape)), storage)
+            return [self.read_shared(padding.index(self.b, self.linear(source(coords), source_shape or shape)),
+                                     storage, base)
                     for coords in self.coordinates(layout, shape)]
-        values = [self.b.load(p, typ=stored) for p in self._padded_pointers(padding, shape, stored, *split)]
+        values = [self.b.load(p, typ=stored) for p in self._padded_pointers(padding, shape, stored, *split, base=base)]
         return [self.b.trunc(v, lt.I1) for v in values] if storage == lt.I1 else values
 
     def _padded_pointers(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type,
-                         thread: list[ir.Value], constants: list[tuple[int, ...]]) -> list[ir.Value]:
+                         thread: list[ir.Value], constants: list[tuple[int, ...]],
+                         base: ir.Value | None = None) -> list[ir.Value]:
         """Pointers, in the padded scratch of a tile of ``shape``, to the elements at coordinates
         ``thread`` (values) plus each of ``constants`` (`split_coordinates`' two parts): one
         address computation, the rest constant offsets."""
-        first = self.shared_pointer(padding.index(self.b, self.linear(thread, shape)), stored)
+        first = self.shared_pointer(padding.index(self.b, self.linear(thread, shape)), stored, base=base)
         return [self._at(first, padding.offset(_row_major(c, shape)), stored) for c in constants]
 
-    def _padded_addresses(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type) -> Callable:
+    def _padded_addresses(self, padding: "SharedPadding", shape: Sequence[int], stored: ir.Type,
+                          base: ir.Value | None = None) -> Callable:
         """For `GPUHooks.store_in_shared`: `_padded_pointers` as 32-bit shared addresses."""
         def addresses(thread: list[ir.Value], constants: list[tuple[int, ...]]) -> list[ir.Value]:
-            return [self.b.ptrtoint(p, lt.I32) for p in self._padded_pointers(padding, shape, stored, thread, constants)]
+            return [self.b.ptrtoint(p, lt.I32)
+                    for p in self._padded_pointers(padding, shape, stored, thread, constants, base)]
         return addresses
 
     def _at(self, pointer: ir.Value, delta: int, storage: ir.Type) -> ir.Value:
@@ -403,18 +425,18 @@ class GPUKernel:
         offsets = [L.constant_offsets(layout, shape, element) for element in L.elements(layout, shape)]
         return [bases[d] for d in kept], [tuple(offset[d] for d in kept) for offset in offsets]
 
-    def write_shared(self, index: ir.Value, value: ir.Value) -> None:
-        """``value`` as element ``index`` of shared memory viewed as an array of its type (a
-        boolean as a byte, `llvm_types.memory_type`)."""
+    def write_shared(self, index: ir.Value, value: ir.Value, base: ir.Value | None = None) -> None:
+        """``value`` as element ``index`` of shared memory (from ``base``, else the scratch)
+        viewed as an array of its type (a boolean as a byte, `llvm_types.memory_type`)."""
         if value.type == lt.I1:
             value = self.b.zext(value, lt.I8)
-        self.b.store(value, self.shared_pointer(index, value.type))
+        self.b.store(value, self.shared_pointer(index, value.type, base=base))
 
-    def read_shared(self, index: ir.Value, storage: ir.Type) -> ir.Value:
+    def read_shared(self, index: ir.Value, storage: ir.Type, base: ir.Value | None = None) -> ir.Value:
         """Element ``index`` of shared memory viewed as an array of ``storage``, as
         `write_shared` left it."""
         stored = lt.I8 if storage == lt.I1 else storage
-        value = self.b.load(self.shared_pointer(index, stored), typ=stored)
+        value = self.b.load(self.shared_pointer(index, stored, base=base), typ=stored)
         return self.b.trunc(value, lt.I1) if storage == lt.I1 else value
 
     @staticmethod
@@ -591,6 +613,18 @@ def _row_major(coords: Sequence[int], shape: Sequence[int]) -> int:
     for c, size in zip(coords, shape):
         index = index * size + c
     return index
+
+
+def tile_padding(layout: L.Layout, shape: Sequence[int], mlir_type: Any, read_vector: int = 1) -> SharedPadding:
+    """The padding in shared memory of a tile of ``shape`` written from ``layout`` and read
+    ``read_vector`` consecutive elements at a time (`GPUKernel.write_tile`)."""
+    vector = max(_contiguous(layout, shape), read_vector)
+    return SharedPadding.of(shape, lt.byte_size(lt.memory_type(mlir_type)), vector)
+
+
+def conversion_padding(held: L.Layout, layout: L.Layout, shape: Sequence[int], mlir_type: Any) -> SharedPadding:
+    """The padding of a tile of ``shape`` on its way from ``held`` to ``layout`` (`GPUKernel.convert`)."""
+    return tile_padding(held, shape, mlir_type, _contiguous(layout, shape))
 
 
 def _contiguous(layout: L.Layout, shape: Sequence[int]) -> int:

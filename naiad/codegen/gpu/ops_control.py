@@ -8,6 +8,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
+from naiad.codegen.gpu import operand_rings
 from naiad.codegen.gpu.kernel import Dist, GPUKernel, is_tensor, rule
 
 
@@ -81,7 +82,9 @@ def _lower_body(k: GPUKernel, block: Any) -> list:
 
 @rule(scf.ForOp)
 def lower_for(k: GPUKernel, op: Any) -> None:
-    """The shared rule of ``scf.for`` (a backend's own wraps it)."""
+    """The shared rule of ``scf.for`` (a backend's own wraps it); the rings of its dots'
+    operands entered and left (`operand_rings`)."""
+    rings = operand_rings.enter_loop(k, op)
     b = k.b
     lb, ub, step = (k.scalar(v) for v in (op.lb, op.ub, op.step))
     body_block = op.body.block
@@ -107,6 +110,8 @@ def lower_for(k: GPUKernel, op: Any) -> None:
     b.position_at_end(done)
     k.forget_coordinates()
     _bind(k, list(op.results), phis, list(op.results), templates)
+    if rings:
+        operand_rings.leave_loop(k)
 
 
 @rule(scf.IfOp)

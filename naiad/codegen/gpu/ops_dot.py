@@ -1,5 +1,6 @@
-"""``tt.dot`` on a GPU without tensor cores (the FMA path): both operands go to shared memory,
-then each thread accumulates its own output elements over K in a loop (batched 3-D dots too).  Correct for every
+"""``tt.dot`` on a GPU without tensor cores (the FMA path): both operands go to shared memory
+(a ring's slot in loops where the backend plans one, `operand_rings`), then each thread
+accumulates its own output elements over K in a loop (batched 3-D dots too).  Correct for every
 operand type; tensor-core (mma/wgmma) lowering is a later step."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from typing import Any
 import llvmlite.ir as ir
 
 from naiad.codegen import elementwise, llvm_types as lt
-from naiad.codegen.gpu.kernel import GPUKernel, rule, shape_of
+from naiad.codegen.gpu import operand_rings
+from naiad.codegen.gpu.kernel import GPUKernel, numel, rule, shape_of
 from naiad.ir import tt
 
 
@@ -25,15 +27,12 @@ def fma_dot(k: GPUKernel, op: Any) -> None:
     acc = k.tensor(op.c, layout).values
     a, b_ = k.tensor(op.a), k.tensor(op.b)
     a_store, b_store = lt.scalar(op.a.type), lt.scalar(op.b.type)
-    batches = a_shape[0] if batched else 1
-    a_bytes = k.shared_regions([batches * m * kk * lt.byte_size(a_store),
-                                batches * kk * n * lt.byte_size(b_store)])[1]
-    k.hooks.barrier(k.b)
-    for value, coords in zip(a.values, k.coordinates(a.layout, a_shape)):
-        k.b.store(value, k.shared_pointer(k.linear(coords, a_shape), a_store))
-    for value, coords in zip(b_.values, k.coordinates(b_.layout, b_shape)):
-        k.b.store(value, k.shared_pointer(k.linear(coords, b_shape), b_store, a_bytes))
-    k.hooks.barrier(k.b)
+
+    def write(bases: list[ir.Value]) -> None:
+        for dist, shape, store, base in ((a, a_shape, a_store, bases[0]), (b_, b_shape, b_store, bases[1])):
+            for value, coords in zip(dist.values, k.coordinates(dist.layout, shape)):
+                k.b.store(value, k.shared_pointer(k.linear(coords, shape), store, base=base))
+    a_base, b_base = operand_rings.stage(k, op, fma_staging(k, op).sizes, write)
     integer = isinstance(lt.scalar(result.type), ir.IntType)
     ctx = k.ctx()
     out_type = lt.scalar(result.type)
@@ -50,10 +49,10 @@ def fma_dot(k: GPUKernel, op: Any) -> None:
             batch, i, j = c if batched else (ir.Constant(lt.I32, 0), *c)
             row = b.add(b.mul(batch, ir.Constant(lt.I32, m)), i)              # of A: batch * M + i
             depth = b.add(b.mul(batch, ir.Constant(lt.I32, kk)), index)       # of B: batch * K + k
-            x = b.load(k.shared_pointer(b.add(b.mul(row, ir.Constant(lt.I32, kk)), index), a_store),
-                       typ=a_store)
+            x = b.load(k.shared_pointer(b.add(b.mul(row, ir.Constant(lt.I32, kk)), index), a_store,
+                                        base=a_base), typ=a_store)
             y = b.load(k.shared_pointer(b.add(b.mul(depth, ir.Constant(lt.I32, n)), j), b_store,
-                                        a_bytes), typ=b_store)
+                                        base=b_base), typ=b_store)
             x, y = elementwise.widened(ctx, x, op.a.type, compute), elementwise.widened(ctx, y, op.b.type, compute)
             updated.append(b.add(b.mul(x, y), total) if integer else _fma(k, x, y, total))
         return updated
@@ -61,6 +60,13 @@ def fma_dot(k: GPUKernel, op: Any) -> None:
     sums = k.carried_loop("dot", 0, lambda index: b.icmp_unsigned("<", index, ir.Constant(lt.I32, kk)),
                           start, accumulate)
     k.define(result, [elementwise.narrowed(ctx, s, result.type) for s in sums])
+
+
+def fma_staging(k: GPUKernel, op: Any) -> operand_rings.Staging:
+    """What `fma_dot` stages: both operands whole, row-major (for `operand_rings.plan`)."""
+    a_shape, b_shape = shape_of(op.a), shape_of(op.b)
+    return operand_rings.Staging((numel(a_shape) * lt.byte_size(lt.scalar(op.a.type)),
+                                  numel(b_shape) * lt.byte_size(lt.scalar(op.b.type))))
 
 
 def _fma(k: GPUKernel, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:

@@ -91,7 +91,6 @@ def load(k: GPUKernel, op: Any) -> None:
 def _store(k: GPUKernel, op: Any) -> None:
     value_type = op.value.type
     element = lt.memory_type(value_type)
-    storage = lt.scalar(value_type)
     nbytes = lt.byte_size(element)
     policy = k.hooks.access_policy(k, op, store=True)
     if not is_tensor(op.ptr):

@@ -79,13 +79,27 @@ def make_ttgir(module: Any, num_warps: int, warp_size: int, target: str,
 
 def make_llir(module: Any, metadata: dict, hooks: GPUHooks, num_warps: int,
               rules: Mapping[type, Callable] | None = None,
-              prepare: Callable[[Any], None] | None = None) -> Any:
+              prepare: Callable[[Any], None] | None = None, rings: bool = False,
+              staging: Callable[[Any, Any], Any] | None = None) -> Any:
     """The kernel as an llvmlite module, lowered with ``hooks`` (and the backend's rule table
     and ``prepare``, `naiad.codegen.gpu.kernel.GPUKernel`); ``metadata`` gains the kernel's
-    ``name``, ``shared`` (bytes of shared memory), ``num_warps`` and ``arg_types``."""
+    ``name``, ``shared`` (bytes of shared memory), ``num_warps`` and ``arg_types``.
+    ``staging(kernel, dot)``: what the backend's dot rule stages in shared memory (default: the
+    shared FMA rule's), for `naiad.codegen.gpu.operand_rings`: the conversions of dots'
+    loop-invariant operands made before their loop; ``rings``: the operands of dots in loops
+    staged in rings of two shared-memory slots (one barrier a trip)."""
     import naiad.codegen.gpu  # noqa: F401  (registers the shared rules)
+    from naiad.codegen.gpu import operand_rings
     from naiad.codegen.gpu.kernel import GPUKernel
+    from naiad.codegen.gpu.ops_dot import fma_staging
 
+    if rings or staging is not None:
+        backend_prepare = prepare
+
+        def prepare(kernel: Any) -> None:
+            if backend_prepare is not None:
+                backend_prepare(kernel)
+            operand_rings.plan(kernel, staging or fma_staging, rings)
     lowering = GPUKernel(module, hooks, num_warps, rules=rules, prepare=prepare)
     llmod = lowering.lower()
     metadata["name"] = lowering.func_op.sym_name.data
@@ -93,3 +107,17 @@ def make_llir(module: Any, metadata: dict, hooks: GPUHooks, num_warps: int,
     metadata["num_warps"] = num_warps
     metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
     return llmod
+
+
+def make_llir_in(module: Any, metadata: dict, new_hooks: Callable[[], GPUHooks], num_warps: int,
+                 shared_limit: int, rings: bool, **options: Any) -> tuple[Any, GPUHooks]:
+    """`make_llir` (with ``options``: ``rules``, ``prepare``, ``staging``) with the operand
+    rings where asked and the kernel's shared memory stays within ``shared_limit`` bytes with
+    them, else without (each lowering with fresh hooks from ``new_hooks()``); the module and
+    the hooks that made it."""
+    hooks = new_hooks()
+    llmod = make_llir(module, metadata, hooks, num_warps, rings=rings, **options)
+    if rings and metadata["shared"] > shared_limit:
+        hooks = new_hooks()
+        llmod = make_llir(module, metadata, hooks, num_warps, **options)
+    return llmod, hooks

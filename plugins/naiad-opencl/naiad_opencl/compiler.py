@@ -31,7 +31,9 @@ DOT_PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
 @dataclasses.dataclass(frozen=True)
 class OpenCLOptions(BackendOptions):
     """Triton's options where they apply (Intel's XPU backend's names); those that change
-    nothing here (``num_stages``, ``grf_mode``...) are accepted, as there."""
+    nothing here (``grf_mode``...) are accepted, as there.  ``num_stages`` 3 or more stages the
+    operands of a dot in a loop in a ring of two local-memory slots (one barrier a trip,
+    `naiad.codegen.gpu.operand_rings`)."""
 
     num_warps: int = 4
     threads_per_warp: int = 0            # 0: the target's sub-group size
@@ -114,7 +116,7 @@ def _make_llir(module: Any, metadata: dict, options: OpenCLOptions) -> str:
     from naiad_opencl.spirv import optimize
 
     hooks = SPIRVHooks(options.threads_per_warp, fp_fusion=options.enable_fp_fusion)
-    llmod = make_llir(module, metadata, hooks, options.num_warps)
+    llmod = make_llir(module, metadata, hooks, options.num_warps, rings=options.num_stages >= 3)
     metadata["threads_per_warp"] = options.threads_per_warp
     return optimize(sized_shared_memory(str(llmod), metadata["shared"]))
 

@@ -109,9 +109,10 @@ def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.c
     tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@pytest.mark.parametrize("num_stages", [2, 3])         # 3: the operands in a ring of two slots
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("shape", [(64, 64, 64), (100, 70, 45), (16, 130, 33)])
-def test_tiled_matmul(dtype, shape):
+def test_tiled_matmul(dtype, shape, num_stages):
     m, n, k = shape
     rng = np.random.default_rng(m)
     if dtype == "int8":
@@ -121,7 +122,8 @@ def test_tiled_matmul(dtype, shape):
         a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
         c = np.zeros((m, n), np.float32)
     acc = tl.int32 if dtype == "int8" else tl.float32
-    matmul_kernel[(naiad.cdiv(m, 32), naiad.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=16, ACC=acc)
+    matmul_kernel[(naiad.cdiv(m, 32), naiad.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=16, ACC=acc,
+                                                          num_stages=num_stages)
     if dtype == "int8":
         np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
     else:
