@@ -3,7 +3,7 @@ for an AMD architecture, with its VGPRs, SGPRs, LDS bytes, scratch bytes, instru
 compile time, and the cold compile of the softmax kernel in a new process against the cuda
 backend's (both for a GPU this machine does not have).
 
-    python bench/amd_compile.py [--arch gfx942] [--csv PATH]
+    python bench/amd_compile.py [--arch gfx942] [--num-stages N] [--gallery] [--csv PATH]
 
 Kernels: the gallery's (Triton's tutorials 01, 02, 03, 05, 06, 08 and the dropout of 04, in fp16
 where the tutorial uses it; the dots also with the ``mfma`` option) and every specialization
@@ -114,6 +114,9 @@ def cold_compile_s(backend: str, arch: Any, warp: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="gfx942")
+    parser.add_argument("--num-stages", type=int, default=None,
+                        help="the num_stages option of every kernel (default: the backend's, 2)")
+    parser.add_argument("--gallery", action="store_true", help="only the tutorials' kernels")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args()
     from naiad.backends.hip.target import wave_size
@@ -122,12 +125,14 @@ def main() -> None:
     rows = []
     cdna = wave_size(args.arch) == 64                 # matrix cores (MFMA) only there
     cases = [(case, False) for case in gallery_cases()] + [(case, True) for case in mfma_cases() if cdna]
-    for (name, fn, signature, constexprs, warps), mfma in cases + [(c, False) for c in test_cases()]:
+    stages = {} if args.num_stages is None else {"num_stages": args.num_stages}
+    for (name, fn, signature, constexprs, warps), mfma in cases + ([] if args.gallery else
+                                                                   [(c, False) for c in test_cases()]):
         attrs = {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*")}
         start = time.perf_counter()
         try:
             kernel = naiad.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                   options={"num_warps": warps, "mfma": mfma})
+                                   options={"num_warps": warps, "mfma": mfma, **stages})
             figures = isa_figures(kernel.asm["amdgcn"])
             rows.append({"kernel": name, "status": "ok", **figures,
                          "compile_ms": round((time.perf_counter() - start) * 1e3)})
@@ -139,10 +144,16 @@ def main() -> None:
         print(" | ".join(str(row.get(f, "")) for f in fields))
     ok = sum(r["status"] == "ok" for r in rows)
     print(f"\n{ok} of {len(rows)} kernels compile for {args.arch}")
+    if args.gallery:
+        return print_csv(rows, fields, args)
     hip_s = [cold_compile_s("hip", args.arch, wave_size(args.arch)) for _ in range(3)]
     cuda_s = [cold_compile_s("cuda", 90, 32) for _ in range(3)]
     print(f"cold compile of the softmax kernel (new process, import included, median of 3): "
           f"hip:{args.arch} {sorted(hip_s)[1]:.2f} s, cuda:90 {sorted(cuda_s)[1]:.2f} s")
+    print_csv(rows, fields, args)
+
+
+def print_csv(rows: list[dict], fields: list[str], args: argparse.Namespace) -> None:
     path = args.csv or os.path.join(HERE, "results", f"amd-compile-{args.arch}.csv")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", newline="") as f:

@@ -18,8 +18,10 @@ gives (4 of 16-bit types, 8 of 8-bit ones: K = P G):
 the wavefronts tile M and N (``warps_per_cta``), then the tiles repeat.  `operand_layout` is the
 matching A or B layout over the dot's whole K (registers: the four k, then the K steps, then
 the repetitions).  All three are `naiad.codegen.gpu.layouts.Linear` layouts, so the shared
-lowering brings the operands into them through shared memory like any conversion, and the rule
-(`lower_dot`) only gathers each instruction's registers.
+lowering brings the operands into them through the LDS (both in one staging, a ring of two
+slots with ``num_stages`` 3 or more, loop-invariant ones before the loop:
+`naiad.codegen.gpu.operand_rings`), and the rule (`lower_dot`) only gathers each
+instruction's registers.
 
 Only dots whose M and N are multiples of the wavefronts' tiles and whose K is a multiple of the
 instruction's (powers of two of them: no register wraps) take it; others stay on FMA.  The size
