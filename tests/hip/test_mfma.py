@@ -81,7 +81,8 @@ def _emulate(a, b, warps_per_cta, size, pack, kpack=1):
     (64, 128, 64, (1, 2), 32, 4), (16, 16, 16, (1, 1), 16, 4), (32, 64, 32, (2, 2), 16, 4),
     (64, 16, 64, (4, 1), 16, 4),
     (32, 32, 16, (1, 1), 32, 8), (64, 64, 64, (2, 2), 32, 8), (128, 32, 32, (4, 1), 32, 8),
-    (16, 16, 32, (1, 1), 16, 8), (32, 64, 128, (2, 2), 16, 8)])
+    (16, 16, 32, (1, 1), 16, 8), (32, 64, 128, (2, 2), 16, 8),
+    (32, 32, 64, (1, 1), 32, 16), (64, 64, 128, (2, 2), 32, 16), (16, 16, 128, (1, 1), 16, 16)])
 def test_the_layouts_and_the_rule_compute_the_product(m, n, depth, warps, size, pack):
     rng = np.random.default_rng(m + n + depth + pack)
     a, b = rng.standard_normal((m, depth)), rng.standard_normal((depth, n))
@@ -174,25 +175,42 @@ def small_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.const
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 
 
-@pytest.mark.parametrize("operand, out, arch, size, instruction", [
-    ("*i8", "*i32", "gfx942", 32, "v_mfma_i32_32x32x16_i8"),
-    ("*i8", "*i32", "gfx942", 16, "v_mfma_i32_16x16x32_i8"),
-    ("*fp8e4b8", "*fp32", "gfx942", 32, "v_mfma_f32_32x32x16_fp8_fp8"),
-    ("*fp8e5b16", "*fp32", "gfx942", 16, "v_mfma_f32_16x16x32_bf8_bf8"),
+@pytest.mark.parametrize("operand, out, arch, size, pack, instruction", [
+    ("*i8", "*i32", "gfx942", 32, 8, "v_mfma_i32_32x32x16_i8"),
+    ("*i8", "*i32", "gfx942", 16, 8, "v_mfma_i32_16x16x32_i8"),
+    ("*i8", "*i32", "gfx90a", 32, 4, "v_mfma_i32_32x32x8i8"),
+    ("*i8", "*i32", "gfx90a", 16, 4, "v_mfma_i32_16x16x16i8"),
+    ("*i8", "*i32", "gfx950", 32, 16, "v_mfma_i32_32x32x32_i8"),
+    ("*i8", "*i32", "gfx950", 16, 16, "v_mfma_i32_16x16x64_i8"),
+    ("*fp8e4b8", "*fp32", "gfx942", 32, 8, "v_mfma_f32_32x32x16_fp8_fp8"),
+    ("*fp8e5b16", "*fp32", "gfx942", 16, 8, "v_mfma_f32_16x16x32_bf8_bf8"),
+    ("*fp8e4nv", "*fp32", "gfx950", 32, 8, "v_mfma_f32_32x32x16_fp8_fp8"),       # OCP's formats there
+    ("*fp8e5", "*fp32", "gfx950", 16, 8, "v_mfma_f32_16x16x32_bf8_bf8"),
+    ("*fp16", "*fp32", "gfx950", 32, 8, "v_mfma_f32_32x32x16_f16"),              # gfx950's deeper 16-bit ones
+    ("*bf16", "*fp32", "gfx950", 16, 8, "v_mfma_f32_16x16x32_bf16"),
 ])
-def test_eight_bit_dots_run_on_cdna3_mfma(operand, out, arch, size, instruction):
-    """int8 into int32 and the FNUZ fp8 formats: one instruction per K step of 8 k a lane."""
+def test_dots_run_on_each_architecture_s_instruction(operand, out, arch, size, pack, instruction):
+    """int8 into int32 (CDNA 2: 4 k a lane, CDNA 3: 8, gfx950: 16), fp8 (FNUZ on gfx940-942,
+    OCP on gfx950) and gfx950's 16-bit instructions of 8 k a lane: one instruction per K step."""
     signature = {"a_ptr": operand, "b_ptr": operand, "c_ptr": out}
-    depth = 2 * 8 * LANES // size                                  # two K steps
+    depth = 2 * pack * LANES // size                                  # two K steps
     isa = _compile(small_dot, signature, {"M": size, "N": size, "K": depth}, arch, num_warps=1,
                    mfma=True, matrix_instr_nonkdim=size).asm["amdgcn"]
     assert isa.count(instruction) == 2, instruction
     assert ".amdhsa_private_segment_fixed_size 0" in isa
 
 
+@pytest.mark.parametrize("dtype", ["*fp16", "*bf16"])
+def test_gfx950_takes_the_older_16_bit_instruction_where_k_is_too_short(dtype):
+    """K = 8: under one K step of gfx950's 32x32x16, so the 32x32x8 instruction (one)."""
+    isa = _compile(small_dot, {"a_ptr": dtype, "b_ptr": dtype, "c_ptr": "*fp32"}, {"M": 32, "N": 32, "K": 8},
+                   "gfx950", num_warps=1, mfma=True).asm["amdgcn"]
+    assert isa.count("v_mfma_f32_32x32x8") == 1 and "32x32x16" not in isa
+
+
 @pytest.mark.parametrize("operand, out, arch", [
-    ("*i8", "*i32", "gfx90a"),            # CDNA 2's int8 instructions take 4 k a lane: not written
     ("*fp8e4nv", "*fp32", "gfx942"),      # OCP's E4M3: gfx942's fp8 instructions read FNUZ
+    ("*fp8e4b8", "*fp32", "gfx950"),      # FNUZ's: gfx950's read OCP
     ("*fp8e4b8", "*fp32", "gfx90a"),      # no fp8 instructions before CDNA 3
 ])
 def test_eight_bit_dots_without_an_instruction_stay_on_fma(operand, out, arch):

@@ -1,12 +1,14 @@
 """``tt.dot`` on AMD's matrix cores (CDNA's MFMA): ``v_mfma_f32_32x32x8{f16,bf16_1k}`` (one
 32 x 32 x 8 product per wavefront and instruction) and ``v_mfma_f32_16x16x16{f16,bf16_1k}``
-(16 x 16 x 16); on CDNA 3 also int8 (``v_mfma_i32_32x32x16_i8``, ``16x16x32_i8``, int32
-accumulators) and its fp8 formats (``v_mfma_f32_32x32x16_{fp8_fp8,bf8_bf8}`` and 16x16x32: the
-FNUZ E4M3 and E5M2 of ``tl.float8e4b8`` / ``tl.float8e5b16``).
+(16 x 16 x 16), on gfx950 first their twice-as-deep ``32x32x16`` / ``16x16x32``; int8 into
+int32 (CDNA 2's ``v_mfma_i32_32x32x8i8``, CDNA 3's ``32x32x16_i8``, gfx950's ``32x32x32_i8``
+and their 16 x 16 twins); fp8 (``v_mfma_f32_32x32x16_{fp8_fp8,bf8_bf8}`` and 16x16x32), which
+reads the FNUZ E4M3 and E5M2 of ``tl.float8e4b8`` / ``tl.float8e5b16`` on gfx940-942 and OCP's
+``tl.float8e4nv`` / ``tl.float8e5`` on gfx950.
 
 The layouts, as AMD documents the instructions (wave64), for lane ``l``, the instruction's
 size ``S`` (32 or 16; ``G = 64 / S`` lane groups) and ``P`` elements of each operand a lane
-gives (4 of 16-bit types, 8 of 8-bit ones: K = P G):
+gives (4 or, on gfx950, 8 of 16-bit types; 4, 8 or 16 of 8-bit ones: K = P G):
 
 - A (S x PG): row ``l % S``, the ``P`` consecutive k ``P (l / S) .. + P - 1`` in one operand
   register pair;
@@ -36,8 +38,8 @@ import re
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.dialects.builtin import (BFloat16Type, Float8E4M3FNUZType, Float8E5M2FNUZType, Float16Type,
-                                   Float32Type, IntegerType, StringAttr)
+from xdsl.dialects.builtin import (BFloat16Type, Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2FNUZType,
+                                   Float8E5M2Type, Float16Type, Float32Type, IntegerType, StringAttr)
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
@@ -48,11 +50,12 @@ from naiad.ir.types import element_type
 
 #: Rows of the accumulator a lane group holds together (every instruction's).
 ROWS = 4
-#: The architectures with 16-bit instructions (CDNA 2 and 3), and with int8 ones of 8 k a lane.
+#: The architectures with MFMA (CDNA 2 and 3); CDNA 3's; CDNA 3's before gfx950, whose fp8
+#: instructions read the FNUZ formats (gfx950's read OCP's).
 ARCHS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 _CDNA3 = ("gfx940", "gfx941", "gfx942", "gfx950")
-#: CDNA 3 before gfx950: its fp8 instructions read the FNUZ formats (gfx950's read OCP's).
 _FNUZ_FP8 = ("gfx940", "gfx941", "gfx942")
+_GFX950 = ("gfx950",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,47 +72,69 @@ class Instruction:
     accumulator: ir.Type
 
 
-def _sixteen(name: str, element: ir.Type) -> Instruction:
-    return Instruction(name, ARCHS, element, 4, lt.vector(element, 4), lt.F32)
+def _sixteen(name: str, element: ir.Type, pack: int = 4, archs: tuple[str, ...] = ARCHS,
+             operand: ir.Type | None = None) -> Instruction:
+    return Instruction(name, archs, element, pack, lt.vector(operand or element, pack), lt.F32)
 
 
-def _eight(name: str, archs: tuple[str, ...], accumulator: ir.Type) -> Instruction:
-    return Instruction(name, archs, lt.I8, 8, lt.I64, accumulator)
+def _eight(name: str, archs: tuple[str, ...], accumulator: ir.Type, pack: int = 8) -> Instruction:
+    operand = {4: lt.I32, 8: lt.I64, 16: lt.vector(lt.I32, 4)}[pack]
+    return Instruction(name, archs, lt.I8, pack, operand, accumulator)
 
 
-#: (operand kind, instruction size) -> the instruction.
+def _fp8(size: int, kind: str, archs: tuple[str, ...]) -> Instruction:
+    shape = "32x32x16" if size == 32 else "16x16x32"
+    return _eight(f"llvm.amdgcn.mfma.f32.{shape}.{kind}.{kind}", archs, lt.F32)
+
+
+_BF16 = lt.BFloatType()
+#: (operand kind, instruction size) -> its instructions, the deepest first (`choose` takes the
+#: first the architecture has and the dot's K fits).
 _INSTRUCTIONS = {
-    ("f16", 32): _sixteen("llvm.amdgcn.mfma.f32.32x32x8f16", lt.F16),
-    ("bf16", 32): _sixteen("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", lt.I16),
-    ("f16", 16): _sixteen("llvm.amdgcn.mfma.f32.16x16x16f16", lt.F16),
-    ("bf16", 16): _sixteen("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", lt.I16),
-    ("i8", 32): _eight("llvm.amdgcn.mfma.i32.32x32x16.i8", _CDNA3, lt.I32),
-    ("i8", 16): _eight("llvm.amdgcn.mfma.i32.16x16x32.i8", _CDNA3, lt.I32),
-    ("fp8", 32): _eight("llvm.amdgcn.mfma.f32.32x32x16.fp8.fp8", _FNUZ_FP8, lt.F32),
-    ("fp8", 16): _eight("llvm.amdgcn.mfma.f32.16x16x32.fp8.fp8", _FNUZ_FP8, lt.F32),
-    ("bf8", 32): _eight("llvm.amdgcn.mfma.f32.32x32x16.bf8.bf8", _FNUZ_FP8, lt.F32),
-    ("bf8", 16): _eight("llvm.amdgcn.mfma.f32.16x16x32.bf8.bf8", _FNUZ_FP8, lt.F32),
+    ("f16", 32): (_sixteen("llvm.amdgcn.mfma.f32.32x32x16.f16", lt.F16, 8, _GFX950),
+                  _sixteen("llvm.amdgcn.mfma.f32.32x32x8f16", lt.F16)),
+    ("bf16", 32): (_sixteen("llvm.amdgcn.mfma.f32.32x32x16.bf16", lt.I16, 8, _GFX950, _BF16),
+                   _sixteen("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", lt.I16)),
+    ("f16", 16): (_sixteen("llvm.amdgcn.mfma.f32.16x16x32.f16", lt.F16, 8, _GFX950),
+                  _sixteen("llvm.amdgcn.mfma.f32.16x16x16f16", lt.F16)),
+    ("bf16", 16): (_sixteen("llvm.amdgcn.mfma.f32.16x16x32.bf16", lt.I16, 8, _GFX950, _BF16),
+                   _sixteen("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", lt.I16)),
+    ("i8", 32): (_eight("llvm.amdgcn.mfma.i32.32x32x32.i8", _GFX950, lt.I32, 16),
+                 _eight("llvm.amdgcn.mfma.i32.32x32x16.i8", _CDNA3, lt.I32),
+                 _eight("llvm.amdgcn.mfma.i32.32x32x8i8", ("gfx90a",), lt.I32, 4)),
+    ("i8", 16): (_eight("llvm.amdgcn.mfma.i32.16x16x64.i8", _GFX950, lt.I32, 16),
+                 _eight("llvm.amdgcn.mfma.i32.16x16x32.i8", _CDNA3, lt.I32),
+                 _eight("llvm.amdgcn.mfma.i32.16x16x16i8", ("gfx90a",), lt.I32, 4)),
+    **{(kind, size): (_fp8(size, name, archs),) for size in (32, 16) for kind, name, archs in (
+        ("fp8 fnuz", "fp8", _FNUZ_FP8), ("bf8 fnuz", "bf8", _FNUZ_FP8),
+        ("fp8 ocp", "fp8", _GFX950), ("bf8 ocp", "bf8", _GFX950))},
 }
 #: The dot's operand element type -> its kind in `_INSTRUCTIONS`, with the accumulator's type.
 _KINDS = {Float16Type: ("f16", Float32Type), BFloat16Type: ("bf16", Float32Type),
-          Float8E4M3FNUZType: ("fp8", Float32Type), Float8E5M2FNUZType: ("bf8", Float32Type)}
+          Float8E4M3FNUZType: ("fp8 fnuz", Float32Type), Float8E5M2FNUZType: ("bf8 fnuz", Float32Type),
+          Float8E4M3FNType: ("fp8 ocp", Float32Type), Float8E5M2Type: ("bf8 ocp", Float32Type)}
 _LANES = 64
 
 
-def _instruction(op: Any, size: int) -> Instruction | None:
-    """The instruction of ``size`` for ``op``'s operand and accumulator types, if any."""
+def _instructions(op: Any, size: int) -> tuple[Instruction, ...]:
+    """The instructions of ``size`` for ``op``'s operand and accumulator types, deepest first."""
     a, b, c = (element_type(v.type) for v in (op.a, op.b, op.c))
     if type(a) is not type(b) or a != b:
-        return None
+        return ()
     if isinstance(a, IntegerType):
         kind, accumulator = ("i8", IntegerType) if a.width.data == 8 else (None, None)
         if not isinstance(c, IntegerType) or c.width.data != 32:
-            return None
+            return ()
     else:
         kind, accumulator = _KINDS.get(type(a), (None, None))
         if type(c) is not accumulator:
-            return None
-    return _INSTRUCTIONS.get((kind, size))
+            return ()
+    return _INSTRUCTIONS.get((kind, size), ())
+
+
+def _instruction(op: Any, layout: "AmdMfma") -> Instruction:
+    """The instruction of a dot's `AmdMfma` layout (its size and the k a lane gives)."""
+    return next(i for i in _instructions(op, layout.size) if i.pack == layout.pack)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,8 +221,9 @@ def operand_layout(layout: AmdMfma, index: int, shape: tuple[int, int]) -> L.Lin
 
 
 def choose(op: tt.DotOp, num_warps: int, arch: str, size: int = 0, kpack: int = 1) -> AmdMfma | None:
-    """The MFMA layout of a 2-D dot whose types an instruction of ``arch`` takes (fp16, bf16;
-    int8 into int32 and FNUZ fp8 on CDNA 3) and whose tiles fit exactly, of instruction
+    """The MFMA layout of a 2-D dot whose types an instruction of ``arch`` takes (fp16, bf16,
+    int8 into int32; fp8 on CDNA 3) and whose tiles fit exactly, of the deepest instruction
+    whose K step the dot's K holds a power of two of, of instruction
     ``size`` (0: 32 where it fits, else 16), K-packed by ``kpack`` where K has that many
     steps; None for FMA."""
     a_shape, b_shape = op.a.type.get_shape(), op.b.type.get_shape()
@@ -205,18 +231,18 @@ def choose(op: tt.DotOp, num_warps: int, arch: str, size: int = 0, kpack: int = 
         return None
     m, depth, n = a_shape[0], a_shape[1], b_shape[1]
     for tile in ((size,) if size else (32, 16)):
-        instruction = _instruction(op, tile)
-        if instruction is None or str(arch) not in instruction.archs:
-            continue
-        k_step = instruction.pack * _LANES // tile
-        if depth % k_step or not _power_of_two(depth // k_step):
-            continue
-        for wm in (num_warps, num_warps // 2, num_warps // 4, 1):
-            wn = num_warps // max(wm, 1)
-            if wm >= 1 and wm * wn == num_warps and m % (tile * wm) == 0 and n % (tile * wn) == 0 \
-                    and _power_of_two(m // (tile * wm)) and _power_of_two(n // (tile * wn)):
-                packed = kpack if (depth // k_step) % kpack == 0 else 1
-                return AmdMfma((wm, wn), tile, instruction.pack, packed)
+        for instruction in _instructions(op, tile):
+            if str(arch) not in instruction.archs:
+                continue
+            k_step = instruction.pack * _LANES // tile
+            if depth % k_step or not _power_of_two(depth // k_step):
+                continue
+            for wm in (num_warps, num_warps // 2, num_warps // 4, 1):
+                wn = num_warps // max(wm, 1)
+                if wm >= 1 and wm * wn == num_warps and m % (tile * wm) == 0 and n % (tile * wn) == 0 \
+                        and _power_of_two(m // (tile * wm)) and _power_of_two(n // (tile * wn)):
+                    packed = kpack if (depth // k_step) % kpack == 0 else 1
+                    return AmdMfma((wm, wn), tile, instruction.pack, packed)
     return None
 
 
@@ -245,7 +271,7 @@ def lower_dot(k: GPUKernel, op: Any) -> None:
     b = k.b
     result = op.results[0]
     shape = shape_of(result)
-    instruction = _instruction(op, layout.size)
+    instruction = _instruction(op, layout)
     pack = layout.pack
     a, b_ = (dist.values for dist in operand_rings.convert(k, op, _operands(op, layout)))
     acc = k.tensor(op.c, layout).values
