@@ -76,7 +76,14 @@ def test_a_reduction_moves_values_across_lanes_and_waves(arch):
                       num_warps=4)
     isa = kernel.asm["amdgcn"]
     lanes = ARCHS[arch]
-    assert isa.count("ds_bpermute_b32") >= lanes.bit_length() - 1      # a butterfly inside a wave
+    # a butterfly inside a wave: each lane ^ 1, 2, 4... move, as LLVM's assembler prints it
+    butterfly = (["quad_perm:[1,0,3,2]", "quad_perm:[2,3,0,1]", "swizzle(SWAP,4)", "swizzle(SWAP,8)",
+                  "swizzle(SWAP,16)", "ds_bpermute_b32"] if lanes == 64 else
+                 ["row_xmask:1", "row_xmask:2", "row_xmask:4", "row_xmask:8", "v_permlanex16_b32"])
+    for move in butterfly:
+        assert move in isa, move
+    if lanes == 32:                            # lane i of each row of 16 reads lane i of the other
+        assert "0x76543210" in isa and "0xfedcba98" in isa
     assert "s_barrier" in isa and re.search(r"ds_(write|store)_b32", isa)   # then across the waves
     assert 0 < _directive(isa, "amdhsa_group_segment_fixed_size") <= 65536
     assert kernel.metadata.shared == _directive(isa, "amdhsa_group_segment_fixed_size")

@@ -106,7 +106,16 @@ class AMDGPUHooks(GPUHooks):
         return self._intrinsic(b, "ds.bpermute", lt.I32, [address, value], convergent=True)
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
-        return self.shuffle_index(b, value, b.xor(self.lane_id(b), ir.Constant(lt.I32, offset)))
+        """Lane ``lane ^ offset``'s value without the LDS unit's address path where the
+        hardware has a move for it: DPP (``quad_perm`` on CDNA for 1 and 2, ``row_xmask`` on
+        RDNA within rows of 16), ``ds_swizzle``'s bit mode within 32 lanes (CDNA, 4 to 16),
+        ``v_permlanex16`` across RDNA's two rows; ``ds_bpermute`` for the rest (32 on wave64)."""
+        move = _xor_move(self.arch, self.warp_size, offset)
+        if move is None:
+            return self.shuffle_index(b, value, b.xor(self.lane_id(b), ir.Constant(lt.I32, offset)))
+        name, controls = move
+        args = [value] if name == "ds.swizzle" else [ir.Constant(lt.I32, 0), value]
+        return self._intrinsic(b, name, lt.I32, args + controls, convergent=True)
 
     # -- math ---------------------------------------------------------------------------------------
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
@@ -134,3 +143,30 @@ class AMDGPUHooks(GPUHooks):
             return own(ctx, args)
         raise NotImplementedError(f"math function {c_base_name(symbol, ret)} is not available on the "
                                   f"hip backend yet (no device library linked)")
+
+
+#: DPP ``quad_perm`` controls: each lane of a quad reads the lane ``sel`` (2 bits a lane).
+_QUAD_XOR = {1: 1 | 0 << 2 | 3 << 4 | 2 << 6, 2: 2 | 3 << 2 | 0 << 4 | 1 << 6}
+#: DPP control of RDNA's ``row_xmask:n`` (lane ^ n within a row of 16).
+_ROW_XMASK = 0x160
+
+
+def _xor_move(arch: str, warp_size: int, offset: int) -> tuple[str, list[ir.Value]] | None:
+    """(intrinsic, its operands after the value) of a cross-lane move giving each lane lane
+    ``lane ^ offset``'s value, or None where ``ds_bpermute`` serves."""
+    def i32(v: int) -> ir.Value:
+        return ir.Constant(lt.I32, v)
+
+    def dpp(control: int) -> tuple[str, list[ir.Value]]:     # every row and bank, no bound control
+        return "update.dpp.i32", [i32(control), i32(0xF), i32(0xF), ir.Constant(lt.I1, 0)]
+    rdna = warp_size == 32
+    if rdna and offset < 16:
+        return dpp(_ROW_XMASK + offset)
+    if rdna and offset == 16:                  # lane i of one row reads lane i of the other
+        return "permlanex16.i32", [i32(0x76543210), i32(0xFEDCBA98), ir.Constant(lt.I1, 0),
+                                   ir.Constant(lt.I1, 0)]
+    if offset in _QUAD_XOR:
+        return dpp(_QUAD_XOR[offset])
+    if offset < 32:                             # bit mode: ((lane & 31) | 0) ^ offset
+        return "ds.swizzle", [i32(0x1F | offset << 10)]
+    return None
