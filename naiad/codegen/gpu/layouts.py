@@ -303,6 +303,30 @@ def element_count(layout: Layout, shape: Sequence[int]) -> int:
     return len(elements(layout, shape))
 
 
+def thread_runs(layout: Layout, shape: Sequence[int]) -> tuple[list[tuple[int, ...]], list[int]] | None:
+    """Each element's compile-time offset from its thread's first coordinate (per dimension of
+    ``shape``), and per dimension the smallest step between two threads' coordinates (the
+    dimension's size where one thread holds it all); so a thread's elements whose offsets agree
+    but for their low bits lie within one aligned run of that many.  None for a layout wider
+    than its tensor (its elements wrap) or a shape off powers of two."""
+    if any(size & (size - 1) for size in shape):
+        return None
+    linear = linear_of(layout, shape)
+    if linear is not None:
+        steps = [min([v[d] for v in (*linear.lanes, *linear.warps) if v[d]], default=size)
+                 for d, size in enumerate(shape)]
+        return linear.offsets(), steps
+    blocked, removed = blocked_of(layout)
+    full = parent_shape(layout, shape)
+    kept = [d for d in range(blocked.rank) if d not in removed]
+    if any(blocked.tile(d) > full[d] for d in kept):
+        return None
+    steps = [blocked.size_per_thread[d] if blocked.threads_per_warp[d] * blocked.warps_per_cta[d] > 1 else full[d]
+             for d in kept]
+    offsets = [constant_offsets(layout, shape, element) for element in elements(layout, shape)]
+    return [tuple(offset[d] for d in kept) for offset in offsets], steps
+
+
 def constant_offsets(layout: Layout, shape: Sequence[int], element: tuple) -> tuple[int, ...]:
     """The compile-time part of an element's coordinate per parent dimension: rep*tile + offset."""
     if linear_of(layout, shape) is not None:

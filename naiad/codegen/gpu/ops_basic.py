@@ -21,12 +21,32 @@ def _elementwise(k: GPUKernel, op: Any) -> None:
         return
     layout = k.layout_of(op.results[0])
     operands = [k.tensor(v, layout).values if is_tensor(v) else None for v in op.operands]
-    count = L.element_count(layout, shape_of(op.results[0]))
-    values = []
-    for i in range(count):
+    values: list[ir.Value] = []
+    for i, same in enumerate(_first_equal(k, op.results[0], layout)):
+        if same < i:
+            values.append(values[same])
+            continue
         args = [vals[i] if vals is not None else k.scalar(v) for vals, v in zip(operands, op.operands)]
         values.append(elementwise.lower(ctx, op, args))
     k.define(op.results[0], values)
+
+
+def _first_equal(k: GPUKernel, value: Any, layout: L.Layout) -> list[int]:
+    """Per element a thread holds of ``value``, the first of them known equal to it: by the
+    value's constancy (axis info: aligned runs of equal elements), elements whose coordinates
+    lie in one run are computed once (a mask ``cols < N`` with N a multiple of 16: one compare
+    per 8-element run, not per element).  A run counts only as far as it stays within one
+    thread: up to the smallest step between threads' elements along the dimension."""
+    shape = shape_of(value)
+    constancy = k.info(value).constancy
+    placed = L.thread_runs(layout, shape) if any(c > 1 for c in constancy) else None
+    if placed is None:
+        return list(range(L.element_count(layout, shape)))
+    offsets, steps = placed
+    runs = [min(c & -c, step) for c, step in zip(constancy, steps)]
+    first: dict[tuple[int, ...], int] = {}
+    return [first.setdefault(tuple(o & ~(r - 1) for o, r in zip(offset, runs)), i)
+            for i, offset in enumerate(offsets)]
 
 
 @rule(arith.ConstantOp)
