@@ -15,6 +15,7 @@ import naiad.language as tl
 from naiad.tools import gallery
 from tests.hip.test_compile import ALIGNED, _compile
 from tests.hip.test_mfma import MATMUL
+from tests.nvidia.test_operand_rings import every_other_trip
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -92,23 +93,11 @@ def test_an_operand_loaded_before_the_loop_is_converted_there(stages, barriers):
     assert sum(bool(re.match(r"\s*ds_write", line)) for line in loop) == 1
 
 
-@naiad.jit
-def every_other_trip_kernel(a, b, c, K, N: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.arange(0, N), tl.arange(0, N), tl.arange(0, BK)
-    acc = tl.zeros((N, N), tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-        if (k // BK) % 2 == 0:
-            acc = tl.dot(x, y, acc)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc)
-
-
 def test_a_dot_that_may_skip_trips_gets_no_ring():
     """Slots taken in turn by trip are safe only if every trip stages: two trips apart could
     otherwise write the slot a slow wave still reads."""
     signature = {"a": "*fp16", "b": "*fp16", "c": "*fp32", "K": "i32"}
-    two, three = (_compile(every_other_trip_kernel, signature, {"N": 64, "BK": 32}, attrs=ALIGNED, mfma=True,
+    two, three = (_compile(every_other_trip, signature, {"N": 64, "BK": 32}, attrs=ALIGNED, mfma=True,
                            num_stages=stages).asm["amdgcn"] for stages in (2, 3))
     assert _lds(three) == _lds(two)
     assert _loop_barriers(three) == 2
