@@ -34,13 +34,24 @@ from naiad.compiler.compiler import ASTSource  # noqa: E402
 from naiad.tools import gallery  # noqa: E402
 
 ALIGNED = [["tt.divisibility", 16]]
+#: The matmul's strides a launch of contiguous matrices passes as 1 (Triton specializes them).
+UNIT_STRIDES = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+
+
+def launch_attrs(signature: dict) -> dict:
+    """Divisibility by 16 of every pointer and integer: the tutorials' sizes, strides and lengths
+    are multiples of 16 in a typical launch, which specializes so (tests/nvidia's cases keep
+    their pointers' alone)."""
+    return {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*") or ty == "i32"}
 
 
 def gallery_cases() -> list[tuple[str, Any, dict, dict, int]]:
     """(name, kernel, signature, constexprs, num_warps) of the tutorials' kernels."""
     p16 = "*fp16"
-    matmul = {n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
-                                 "stride_cm", "stride_cn")}
+    # as a launch of contiguous matrices specializes them: the unit strides constant 1 (the
+    # others, and the sizes, multiples of 16: `launch_attrs`)
+    matmul = {n: "constexpr" if n in UNIT_STRIDES else "i32"
+              for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")}
     return [
         ("01 vector add", gallery.add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
                                                "n": "i32"}, {"BLOCK": 1024}, 4),
@@ -48,7 +59,7 @@ def gallery_cases() -> list[tuple[str, Any, dict, dict, int]]:
                                                 "n_cols": "i32"}, {"BLOCK": 1024}, 4),
         ("03 matmul fp16", gallery.matmul_tutorial_kernel,
          {"a_ptr": p16, "b_ptr": p16, "c_ptr": p16, **matmul},
-         {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, 4),
+         {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8, **UNIT_STRIDES}, 4),
         ("04 dropout", gallery.dropout_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                                 "p": "fp32", "seed": "i32"}, {"BLOCK": 1024}, 4),
         ("05 layer norm", gallery.layernorm_kernel,
@@ -126,9 +137,10 @@ def main() -> None:
     cdna = wave_size(args.arch) == 64                 # matrix cores (MFMA) only there
     cases = [(case, False) for case in gallery_cases()] + [(case, True) for case in mfma_cases() if cdna]
     stages = {} if args.num_stages is None else {"num_stages": args.num_stages}
-    for (name, fn, signature, constexprs, warps), mfma in cases + ([] if args.gallery else
-                                                                   [(c, False) for c in test_cases()]):
-        attrs = {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*")}
+    tests = [] if args.gallery else [(c, False) for c in test_cases()]
+    for (name, fn, signature, constexprs, warps), mfma in cases + tests:
+        attrs = launch_attrs(signature) if not name.startswith("tests/") else \
+            {(i,): ALIGNED for i, ty in enumerate(signature.values()) if str(ty).startswith("*")}
         start = time.perf_counter()
         try:
             kernel = naiad.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
