@@ -317,12 +317,9 @@ class GPUKernel:
         """Scratch byte offsets of consecutive regions of ``sizes`` bytes, each aligned to
         ``align`` bytes (16 at least: a region of 4-byte values after one of 2-byte values must
         not be misaligned; swizzled tensor-core tiles want 1024), and reserve them."""
-        offsets, end = [], 0
-        for size in sizes:
-            offsets.append(end)
-            end += -(-size // align) * align
+        offsets, end = aligned_regions(sizes, align)
         self.need_shared(end)
-        return offsets
+        return list(offsets)
 
     def convert(self, dist: Dist, layout: L.Layout, mlir_type: Any) -> Dist:
         """``dist`` redistributed into ``layout``: through shared memory, or as it is where
@@ -411,19 +408,16 @@ class GPUKernel:
         way.  True of `Linear` layouts (their bases share no bit) and of blocked ones that fit
         in a tensor of power-of-two sizes; None for the others (a layout wider than its
         tensor wraps around it)."""
-        if any(size & (size - 1) for size in shape):
+        runs = L.thread_runs(layout, shape)
+        if runs is None:
             return None
+        offsets = runs[0]
         linear = L.linear_of(layout, shape)
         if linear is not None:
-            return self.linear_thread_bases(linear), linear.offsets()
+            return self.linear_thread_bases(linear), offsets
         blocked, removed = L.blocked_of(layout)
-        full = L.parent_shape(layout, shape)
-        kept = [d for d in range(blocked.rank) if d not in removed]
-        if any(blocked.tile(d) > full[d] or full[d] & (full[d] - 1) for d in kept):
-            return None
         bases = self.thread_bases(blocked)
-        offsets = [L.constant_offsets(layout, shape, element) for element in L.elements(layout, shape)]
-        return [bases[d] for d in kept], [tuple(offset[d] for d in kept) for offset in offsets]
+        return [bases[d] for d in range(blocked.rank) if d not in removed], offsets
 
     def write_shared(self, index: ir.Value, value: ir.Value, base: ir.Value | None = None) -> None:
         """``value`` as element ``index`` of shared memory (from ``base``, else the scratch)
@@ -613,6 +607,16 @@ def _row_major(coords: Sequence[int], shape: Sequence[int]) -> int:
     for c, size in zip(coords, shape):
         index = index * size + c
     return index
+
+
+def aligned_regions(sizes: Sequence[int], align: int) -> tuple[tuple[int, ...], int]:
+    """Byte offsets of consecutive regions of ``sizes`` bytes, each starting at a multiple of
+    ``align``, and the end of the last."""
+    offsets, end = [], 0
+    for size in sizes:
+        offsets.append(end)
+        end += -(-size // align) * align
+    return tuple(offsets), end
 
 
 def tile_padding(layout: L.Layout, shape: Sequence[int], mlir_type: Any, read_vector: int = 1) -> SharedPadding:

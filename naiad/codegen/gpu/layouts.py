@@ -307,8 +307,9 @@ def thread_runs(layout: Layout, shape: Sequence[int]) -> tuple[list[tuple[int, .
     """Each element's compile-time offset from its thread's first coordinate (per dimension of
     ``shape``), and per dimension the smallest step between two threads' coordinates (the
     dimension's size where one thread holds it all); so a thread's elements whose offsets agree
-    but for their low bits lie within one aligned run of that many.  None for a layout wider
-    than its tensor (its elements wrap) or a shape off powers of two."""
+    but for their low bits lie within one aligned run of that many, and the thread's part and the
+    offsets share no bit (`GPUKernel.split_coordinates`).  None for a layout wider than its
+    tensor (its elements wrap) or a shape off powers of two."""
     if any(size & (size - 1) for size in shape):
         return None
     linear = linear_of(layout, shape)

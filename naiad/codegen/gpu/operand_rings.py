@@ -33,7 +33,7 @@ from xdsl.ir import Block, SSAValue
 
 from naiad.codegen import llvm_types as lt
 from naiad.codegen.gpu import layouts as L
-from naiad.codegen.gpu.kernel import Dist, GPUKernel, conversion_padding, numel, shape_of
+from naiad.codegen.gpu.kernel import Dist, GPUKernel, aligned_regions, conversion_padding, numel, shape_of
 from naiad.ir import tt
 
 #: Where a slot's regions start: 16-byte aligned (a region of 2-byte values before one of
@@ -86,7 +86,7 @@ def plan(k: GPUKernel, staging: Callable[[GPUKernel, Any], Staging | None], ring
         loop_plan = k.state.setdefault((LoopPlan, loop), LoopPlan())
         loop_plan.hoisted.extend(c for c in staged.before_loop if c not in loop_plan.hoisted)
         if rings and staged.sizes:
-            regions, end = _regions(staged.sizes)
+            regions, end = aligned_regions(staged.sizes, _ALIGN)
             offset = k.reserve_shared(2 * end, [loop])
             k.state[(Ring, op)] = Ring(loop, offset, end, tuple(staged.sizes), regions)
             loop_plan.rings = True
@@ -95,14 +95,6 @@ def plan(k: GPUKernel, staging: Callable[[GPUKernel, Any], Staging | None], ring
 def _once_a_trip(op: Any) -> bool:
     loop = op.parent_op()
     return isinstance(loop, scf.ForOp) and op.parent_block() is loop.body.block
-
-
-def _regions(sizes: Sequence[int]) -> tuple[tuple[int, ...], int]:
-    offsets, end = [], 0
-    for size in sizes:
-        offsets.append(end)
-        end += -(-size // _ALIGN) * _ALIGN
-    return tuple(offsets), end
 
 
 def _hoisted(k: GPUKernel, op: Any) -> list:
