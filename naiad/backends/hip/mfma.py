@@ -235,14 +235,22 @@ def choose(op: tt.DotOp, num_warps: int, arch: str, size: int = 0, kpack: int = 
             if str(arch) not in instruction.archs:
                 continue
             k_step = instruction.pack * _LANES // tile
-            if depth % k_step or not _power_of_two(depth // k_step):
+            grid = _wavefront_grid(m, n, tile, num_warps)
+            if depth % k_step or not _power_of_two(depth // k_step) or grid is None:
                 continue
-            for wm in (num_warps, num_warps // 2, num_warps // 4, 1):
-                wn = num_warps // max(wm, 1)
-                if wm >= 1 and wm * wn == num_warps and m % (tile * wm) == 0 and n % (tile * wn) == 0 \
-                        and _power_of_two(m // (tile * wm)) and _power_of_two(n // (tile * wn)):
-                    packed = kpack if (depth // k_step) % kpack == 0 else 1
-                    return AmdMfma((wm, wn), tile, instruction.pack, packed)
+            packed = kpack if (depth // k_step) % kpack == 0 else 1
+            return AmdMfma(grid, tile, instruction.pack, packed)
+    return None
+
+
+def _wavefront_grid(m: int, n: int, tile: int, num_warps: int) -> tuple[int, int] | None:
+    """The wavefronts along M and N (as many along M as fit) whose ``tile``-wide tiles repeat a
+    power of two of times over M x N; None if no split of ``num_warps`` does."""
+    for wm in (num_warps, num_warps // 2, num_warps // 4, 1):
+        wn = num_warps // max(wm, 1)
+        if wm >= 1 and wm * wn == num_warps and m % (tile * wm) == 0 and n % (tile * wn) == 0 \
+                and _power_of_two(m // (tile * wm)) and _power_of_two(n // (tile * wn)):
+            return wm, wn
     return None
 
 
