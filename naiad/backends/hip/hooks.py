@@ -110,12 +110,11 @@ class AMDGPUHooks(GPUHooks):
         hardware has a move for it: DPP (``quad_perm`` on CDNA for 1 and 2, ``row_xmask`` on
         RDNA within rows of 16), ``ds_swizzle``'s bit mode within 32 lanes (CDNA, 4 to 16),
         ``v_permlanex16`` across RDNA's two rows; ``ds_bpermute`` for the rest (32 on wave64)."""
-        move = _xor_move(self.arch, self.warp_size, offset)
+        move = _xor_move(self.warp_size, offset)
         if move is None:
             return self.shuffle_index(b, value, b.xor(self.lane_id(b), ir.Constant(lt.I32, offset)))
-        name, controls = move
-        args = [value] if name == "ds.swizzle" else [ir.Constant(lt.I32, 0), value]
-        return self._intrinsic(b, name, lt.I32, args + controls, convergent=True)
+        name, before, after = move
+        return self._intrinsic(b, name, lt.I32, before + [value] + after, convergent=True)
 
     # -- math ---------------------------------------------------------------------------------------
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
@@ -151,22 +150,23 @@ _QUAD_XOR = {1: 1 | 0 << 2 | 3 << 4 | 2 << 6, 2: 2 | 3 << 2 | 0 << 4 | 1 << 6}
 _ROW_XMASK = 0x160
 
 
-def _xor_move(arch: str, warp_size: int, offset: int) -> tuple[str, list[ir.Value]] | None:
-    """(intrinsic, its operands after the value) of a cross-lane move giving each lane lane
-    ``lane ^ offset``'s value, or None where ``ds_bpermute`` serves."""
+def _xor_move(warp_size: int, offset: int) -> tuple[str, list[ir.Value], list[ir.Value]] | None:
+    """(intrinsic, its operands before the value, those after it) of a cross-lane move giving
+    each lane lane ``lane ^ offset``'s value, or None where ``ds_bpermute`` serves."""
     def i32(v: int) -> ir.Value:
         return ir.Constant(lt.I32, v)
+    old = [i32(0)]                                # DPP's and permlane's value of lanes not written
 
-    def dpp(control: int) -> tuple[str, list[ir.Value]]:     # every row and bank, no bound control
-        return "update.dpp.i32", [i32(control), i32(0xF), i32(0xF), ir.Constant(lt.I1, 0)]
+    def dpp(control: int) -> tuple[str, list[ir.Value], list[ir.Value]]:  # every row and bank
+        return "update.dpp.i32", old, [i32(control), i32(0xF), i32(0xF), ir.Constant(lt.I1, 0)]
     rdna = warp_size == 32
     if rdna and offset < 16:
         return dpp(_ROW_XMASK + offset)
     if rdna and offset == 16:                  # lane i of one row reads lane i of the other
-        return "permlanex16.i32", [i32(0x76543210), i32(0xFEDCBA98), ir.Constant(lt.I1, 0),
-                                   ir.Constant(lt.I1, 0)]
+        return "permlanex16.i32", old, [i32(0x76543210), i32(0xFEDCBA98), ir.Constant(lt.I1, 0),
+                                        ir.Constant(lt.I1, 0)]
     if offset in _QUAD_XOR:
         return dpp(_QUAD_XOR[offset])
     if offset < 32:                             # bit mode: ((lane & 31) | 0) ^ offset
-        return "ds.swizzle", [i32(0x1F | offset << 10)]
+        return "ds.swizzle", [], [i32(0x1F | offset << 10)]
     return None
