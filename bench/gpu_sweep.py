@@ -1,6 +1,6 @@
 """GPU memory-bound kernels over a range of sizes and dtypes: Naiad against Triton and torch.
 
-    python bench/gpu_sweep.py [--only NAME,...] [--dtypes fp32,fp16,bf16] [--csv PATH]
+    python bench/gpu_sweep.py [--only NAME,...] [--dtypes fp32,fp16,bf16] [--sizes N,...] [--csv PATH]
     python bench/gpu_sweep.py --plot bench/results/gpu-sweep.csv     # the plot, from a CSV
 
 The rows the LLM-sized workloads meet: one program per row over M = 4096 rows of N = 256 ...
@@ -293,6 +293,9 @@ def parse_args() -> argparse.Namespace:
                         help=f"kernels to sweep (default all: {', '.join(SWEEPS)})")
     parser.add_argument("--dtypes", type=lambda v: [n.strip() for n in v.split(",") if n.strip()],
                         default=list(DTYPES), metavar="DTYPE,...")
+    parser.add_argument("--sizes", type=lambda v: [int(n) for n in v.split(",") if n.strip()],
+                        metavar="N,...", help="only these sizes (columns of the row kernels, "
+                        "elements of the 1-D ones) of each kernel's range")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results",
                                                       "gpu-sweep.csv"))
     parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
@@ -323,6 +326,7 @@ def main() -> int:
             if name in sys.modules))
         for name in args.only:
             make, sizes = SWEEPS[name]
+            sizes = [n for n in sizes if args.sizes is None or n in args.sizes]
             for dtype in args.dtypes:
                 for size in sizes:
                     case = make(dtype, size)

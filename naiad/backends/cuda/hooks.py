@@ -193,8 +193,8 @@ class NVPTXHooks(GPUHooks):
         return memory_ptx.access_policy(k, op, store)
 
     def load_with_policy(self, k: Any, policy: Any, address: ir.Value, vtype: ir.Type,
-                         nbytes: int) -> ir.Value:
-        return memory_ptx.load_with_policy(k, policy, address, vtype, nbytes)
+                         nbytes: int, mask: ir.Value | None, otherwise: ir.Value) -> ir.Value:
+        return memory_ptx.load_with_policy(k, policy, address, vtype, nbytes, mask, otherwise)
 
     def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,
                           nbytes: int, mask: ir.Value | None) -> None:

@@ -37,14 +37,16 @@ def access_policy(k: Any, op: Any, store: bool) -> tuple[str, list[ir.Value]] | 
     without a cache modifier: with both, the policy reaches L2 alone.  A masked store is never
     plain: it becomes one predicated ``st.global`` (as in Triton) instead of a branch around
     each store, which ptxas keeps (a branch and a convergence barrier per vector in a matmul's
-    epilogue)."""
+    epilogue).  Nor is a masked load: behind a branch, ptxas issues a thread's loads one after
+    another's use (three waits on memory where Triton's predicated loads take two in a 1-D
+    GELU), which small kernels feel."""
     caches = _STORE_CACHE if store else _LOAD_CACHE
     cache = op.cache.data.value
     cache = cache if cache in caches else None
     evict = op.evict.data.value
     evict = None if evict == "evict_normal" else evict
     if cache is None and evict is None:
-        return ("", []) if store and op.mask is not None else None
+        return ("", []) if op.mask is not None else None
     text = f".{cache}" if cache else f".L1::{evict}"
     if evict is None:
         return text, []
@@ -69,18 +71,34 @@ def _operands(first: int, count: int) -> str:
     return "{" + names + "}" if count > 1 else names
 
 
+def _to_words(b: ir.IRBuilder, value: ir.Value, nbytes: int) -> list[ir.Value]:
+    """``value`` (an element of ``nbytes`` or a vector of them) as the PTX words `_words` moves
+    it in, 8-bit words widened to 16 bits (PTX has no 8-bit registers)."""
+    n = value.type.count if isinstance(value.type, ir.VectorType) else 1
+    count, bits = _words(nbytes, n)
+    wtype = _word_type(bits, count)
+    word = value if value.type == wtype else b.bitcast(value, wtype)
+    words = [word] if count == 1 else [b.extract_element(word, ir.Constant(lt.I32, i))
+                                       for i in range(count)]
+    return [b.zext(w, lt.I16) if bits < 16 else w for w in words]
+
+
 def load_with_policy(k: Any, qualifiers: tuple[str, list[ir.Value]], address: ir.Value,
-                     vtype: ir.Type, nbytes: int) -> ir.Value:
+                     vtype: ir.Type, nbytes: int, mask: ir.Value | None,
+                     otherwise: ir.Value) -> ir.Value:
     """``ld.global`` with the qualifiers of `access_policy`, in 32-bit words (or elements where
-    wider)."""
+    wider), predicated on ``mask``: its registers hold ``otherwise`` where the load does not
+    run."""
     n = vtype.count if isinstance(vtype, ir.VectorType) else 1
     text, policy = qualifiers
     count, bits = _words(nbytes, n)
     register = ir.IntType(max(16, bits))          # PTX has no 8-bit registers
     vec = f".v{count}" if count > 1 else ""
     hint = f", ${count + 1}" if policy else ""
-    out = asm(k.b, f"ld.global{text}{vec}.b{bits} {_operands(0, count)}, [${count}]{hint};",
-              [register] * count, [address, *policy])
+    guard = f"@${count + 1 + len(policy)} " if mask is not None else ""
+    kept = _to_words(k.b, otherwise, nbytes) if mask is not None else []
+    out = asm(k.b, f"{guard}ld.global{text}{vec}.b{bits} {_operands(0, count)}, [${count}]{hint};",
+              [register] * count, [address, *policy, *([mask] if mask is not None else [])], tied=kept)
     words = [out] if count == 1 else [k.b.extract_value(out, i) for i in range(count)]
     words = [k.b.trunc(w, ir.IntType(bits)) if bits < 16 else w for w in words]
     packed = lt.pack_vector(k.b, words, _word_type(bits, count))
@@ -93,11 +111,7 @@ def store_with_policy(k: Any, qualifiers: tuple[str, list[ir.Value]], address: i
     n = value.type.count if isinstance(value.type, ir.VectorType) else 1
     text, policy = qualifiers
     count, bits = _words(nbytes, n)
-    wtype = _word_type(bits, count)
-    word = value if value.type == wtype else k.b.bitcast(value, wtype)
-    words = [word] if count == 1 else [k.b.extract_element(word, ir.Constant(lt.I32, i))
-                                       for i in range(count)]
-    words = [k.b.zext(w, lt.I16) if bits < 16 else w for w in words]
+    words = _to_words(k.b, value, nbytes)
     vec = f".v{count}" if count > 1 else ""
     hint = f", ${count + 1}" if policy else ""
     guard = f"@${count + 1 + len(policy)} " if mask is not None else ""

@@ -234,9 +234,10 @@ class GPUHooks(TargetHooks):
         return None
 
     def load_with_policy(self, k: Any, policy: Any, address: ir.Value, vtype: ir.Type,
-                         nbytes: int) -> ir.Value:
+                         nbytes: int, mask: ir.Value | None, otherwise: ir.Value) -> ir.Value:
         """One load of ``vtype`` (an element of ``nbytes`` or a vector of them) at the i64
-        ``address`` under ``policy`` (from `access_policy`)."""
+        ``address`` under ``policy`` (from `access_policy`) where the i1 ``mask`` holds
+        (always, when None); ``otherwise`` (of ``vtype``) where it does not."""
         raise self._missing("load_with_policy")
 
     def store_with_policy(self, k: Any, policy: Any, address: ir.Value, value: ir.Value,

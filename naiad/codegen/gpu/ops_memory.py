@@ -62,7 +62,7 @@ def load(k: GPUKernel, op: Any) -> None:
         mask = k.scalar(op.mask) if op.mask is not None else None
         other = lt.to_memory(k.b, k.scalar(op.other)) if op.other is not None else zero
         address = k.scalar(op.ptr)
-        value = k.guarded(mask, lambda: _read(k, address, element, nbytes, policy), other)
+        value = _read(k, address, element, nbytes, policy, mask, other)
         k.env[result] = lt.from_memory(k.b, value, storage)
         return
     layout, shape = k.layout_of(result), shape_of(result)
@@ -80,8 +80,7 @@ def load(k: GPUKernel, op: Any) -> None:
         else:
             fallback = ir.Constant(vtype, None) if n > 1 else zero
         mask = masks[first] if masks is not None else None
-        loaded = k.guarded(mask, lambda a=pointers[first], t=vtype: _read(k, a, t, nbytes, policy),
-                          fallback)
+        loaded = _read(k, pointers[first], vtype, nbytes, policy, mask, fallback)
         parts = [k.b.extract_element(loaded, ir.Constant(lt.I32, j)) for j in range(n)] if n > 1 else [loaded]
         values.extend(lt.from_memory(k.b, p, storage) for p in parts)
     k.define(result, values)
@@ -116,14 +115,20 @@ def _store(k: GPUKernel, op: Any) -> None:
         _write(k, pointers[first], packed, nbytes, policy, masks[first] if masks is not None else None)
 
 
-def _read(k: GPUKernel, address: ir.Value, vtype: ir.Type, nbytes: int, policy: Any) -> ir.Value:
-    """One access of ``vtype`` (an element or a vector of them) at ``address``."""
+def _read(k: GPUKernel, address: ir.Value, vtype: ir.Type, nbytes: int, policy: Any,
+          mask: ir.Value | None, otherwise: ir.Value) -> ir.Value:
+    """One access of ``vtype`` (an element or a vector of them) at ``address`` where ``mask``
+    holds (always, when None), else ``otherwise``: the target's own load under a policy (a
+    predicated instruction, where it has them), else a branch around LLVM's load."""
     if policy is not None:
-        return k.hooks.load_with_policy(k, policy, address, vtype, nbytes)
+        return k.hooks.load_with_policy(k, policy, address, vtype, nbytes, mask, otherwise)
     n = vtype.count if isinstance(vtype, ir.VectorType) else 1
-    v = k.b.load(_global(k, address), typ=vtype)
-    v.align = nbytes * n
-    return v
+
+    def load() -> ir.Value:
+        v = k.b.load(_global(k, address), typ=vtype)
+        v.align = nbytes * n
+        return v
+    return k.guarded(mask, load, otherwise)
 
 
 def _write(k: GPUKernel, address: ir.Value, value: ir.Value, nbytes: int, policy: Any,

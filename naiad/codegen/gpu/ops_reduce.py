@@ -126,7 +126,9 @@ def _linear_steps(k: GPUKernel, linear: L.Linear, axis: int) -> tuple:
 def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, warp_axis: ir.Value,
                   warps: int, layout: L.Layout, shape: tuple, types: list) -> dict:
     """Combine the partial results of the ``warps`` warps along the reduced axis (this warp's
-    position among them: ``warp_axis``) through shared memory."""
+    position among them: ``warp_axis``) through shared memory: each warp writes its partials;
+    then, for a reduction to one value where a warp has a lane for each partial, each lane reads
+    one and butterflies over the lanes combine them, else each thread reads all."""
     count = numel(shape)
     storages = [_element(t) for t in types]
     sizes = [count * warps * lt.byte_size(s) for s in storages]
@@ -138,13 +140,29 @@ def _across_warps(k: GPUKernel, op: Any, partial: dict, keys: list, warp_axis: i
         for j, value in enumerate(partial[key]):
             k.b.store(value, k.shared_pointer(index, storages[j], offsets[j]))
     k.hooks.barrier(k.b)
+
+    def read(w: ir.Value, c: list) -> list[ir.Value]:
+        index = k.b.add(k.b.mul(w, ir.Constant(lt.I32, count)), k.linear(c, shape))
+        return [k.b.load(k.shared_pointer(index, storages[j], offsets[j]), typ=storages[j])
+                for j in range(len(storages))]
     out = {}
+    if not shape and warps <= k.warp_size:
+        # a whole reduction (every lane holds the one result): lane l reads warp l % warps's
+        # partial and butterflies over those lanes give every lane the whole: one read a thread
+        # instead of one a warp (and as many registers)
+        mine = k.b.and_(k.lane, ir.Constant(lt.I32, warps - 1))
+        for key, c in zip(keys, coords):
+            total = read(mine, c)
+            step = warps // 2
+            while step:
+                total = combine(k, op.combineOp, total, [_shuffle(k, v, step) for v in total])
+                step //= 2
+            out[key] = total
+        return out
     for key, c in zip(keys, coords):
         total = None
         for w in range(warps):
-            index = k.b.add(ir.Constant(lt.I32, w * count), k.linear(c, shape))
-            vals = [k.b.load(k.shared_pointer(index, storages[j], offsets[j]), typ=storages[j])
-                    for j in range(len(storages))]
+            vals = read(ir.Constant(lt.I32, w), c)
             total = vals if total is None else combine(k, op.combineOp, total, vals)
         out[key] = total
     return out
