@@ -463,12 +463,12 @@ def _ptr_int(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
 
 @rule(tt.AddPtrOp)
 def _addptr(ctx: Lowering, op: Any, args: list[ir.Value]) -> ir.Value:
-    """Pointers are i64 addresses: ``p + offset * sizeof(pointee)`` (offsets are signed)."""
+    """Pointers are i64 addresses: ``p + offset * sizeof(pointee)`` (offsets are signed), as
+    the target computes it (`TargetHooks.offset_address`)."""
     pointee = lt.element(op.operands[0].type).pointee_type
     size = lt.byte_size(lt.scalar(pointee)) if not hasattr(pointee, "element_type") else 0
     offset = _int_resize(ctx, args[1], lt.vector(lt.I64, ctx.lanes), True)
-    scaled = ctx.b.mul(offset, ctx.const(lt.I64, size)) if size != 1 else offset
-    return ctx.b.add(args[0], scaled)
+    return ctx.hooks.offset_address(ctx, args[0], offset, size)
 
 
 @rule(tt.ClampFOp)

@@ -134,6 +134,11 @@ class TargetHooks:
                                       f"available on the {self.name} backend yet")
         return self.library_call(ctx, symbol, args, ret)
 
+    def offset_address(self, ctx: Any, address: ir.Value, offset: ir.Value, size: int) -> ir.Value:
+        """The i64 ``address`` moved by ``offset`` (i64, signed) elements of ``size`` bytes."""
+        scaled = ctx.b.mul(offset, ctx.const(lt.I64, size)) if size != 1 else offset
+        return ctx.b.add(address, scaled)
+
     def approximate(self, ctx: Any, name: str, args: list[ir.Value]) -> ir.Value | None:
         """A fast approximate ``div``, ``sqrt`` or ``rsqrt`` where the target's Triton uses one
         for the plain operator (``/``, ``tl.sqrt``, ``tl.rsqrt``); None keeps IEEE rounding."""
