@@ -12,7 +12,8 @@ from naiad.backends.cuda.hooks import TRIPLE
 from naiad.codegen.llvm_binding import all_targets as _llvm
 from naiad.errors import NaiadError
 
-#: Makes libdevice's ``__nvvm_reflect("__CUDA_FTZ")`` answer 0 (no flush to zero, as Triton).
+#: Makes libdevice's ``__nvvm_reflect("__CUDA_FTZ")`` answer 0: subnormals kept (Triton 3.6
+#: flushes them by default, its ``enable_reflect_ftz`` option).
 _REFLECT_FLAG = '!llvm.module.flags = !{!90000}\n!90000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
 
 
@@ -62,7 +63,8 @@ def optimize(module: Any, arch: int, ptx_version: int | None = None) -> str:
     llvm = _llvm()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(target_machine(arch, ptx_version), tuning)
-    builder.getModulePassManager().run(module, builder)
+    with _branches_kept(llvm):
+        builder.getModulePassManager().run(module, builder)
     text = str(module)
     _optimized["last"] = (text, module)
     return text
@@ -100,3 +102,22 @@ def _without_loop_strength_reduction(llvm: Any) -> Iterator[None]:
             yield
         finally:
             llvm.set_option("naiad", "-disable-lsr=false")
+
+
+@contextlib.contextmanager
+def _branches_kept(llvm: Any) -> Iterator[None]:
+    """Optimize with LLVM folding an if/else into selects only where one instruction is
+    speculated (``-two-entry-phi-node-folding-threshold=1``, default 4), and back after, for
+    the process's other users of LLVM.  At the default, O3 turned libdevice's ``erff`` choice
+    between two sets of 7 coefficients into 7 ``selp`` an element (64 a thread in a 1-D GELU of
+    8 elements a thread, where Triton's PTX keeps the branch: 7 predicated moves), and ptxas
+    then issued the thread's second load of ``a`` only after the first half's
+    ``erf``: three waits on memory a thread instead of Triton's two, which the 4-15 us kernels
+    of 2^16-2^18 elements felt (0.89-0.94 of Triton).  Of the 155 snapshot kernels only those
+    calling ``erf`` and ``expm1`` change."""
+    with _OPTIONS:
+        llvm.set_option("naiad", "-two-entry-phi-node-folding-threshold=1")
+        try:
+            yield
+        finally:
+            llvm.set_option("naiad", "-two-entry-phi-node-folding-threshold=4")
