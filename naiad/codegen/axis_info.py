@@ -231,6 +231,16 @@ def _reshape(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     return AxisInfo(put(contiguity), put(divisibility), put(constancy), src.constant)
 
 
+@_rule(tt.TransOp)
+def _trans(op: Any, get: Callable, shape: tuple) -> AxisInfo:
+    """The source's facts, dimension by dimension, in the result's order (a transposed mask or
+    pointer tensor keeps its runs: a transposing store moves 16 bytes at a time)."""
+    src = get(op.src)
+    order = list(op.order.get_values())
+    pick = lambda t: tuple(t[i] for i in order)      # noqa: E731
+    return AxisInfo(pick(src.contiguity), pick(src.divisibility), pick(src.constancy), src.constant)
+
+
 @_rule(tt.BroadcastOp)
 def _broadcast(op: Any, get: Callable, shape: tuple) -> AxisInfo:
     src = get(op.src)
