@@ -88,36 +88,35 @@ _OPTIONS = threading.Lock()
 
 
 @contextlib.contextmanager
-def _without_loop_strength_reduction(llvm: Any) -> Iterator[None]:
-    """Emit with LLVM's loop strength reduction off (``-disable-lsr``), and back on after, for
-    the process's other users of LLVM (Naiad's CPU backend among them).  On the pipelined
+def _llvm_option(llvm: Any, option: str, default: str) -> Iterator[None]:
+    """LLVM run with ``option``, and ``default`` set again after, for the process's other
+    users of LLVM (Naiad's CPU backend among them)."""
+    with _OPTIONS:
+        llvm.set_option("naiad", option)
+        try:
+            yield
+        finally:
+            llvm.set_option("naiad", default)
+
+
+def _without_loop_strength_reduction(llvm: Any) -> contextlib.AbstractContextManager:
+    """Emit with LLVM's loop strength reduction off (``-disable-lsr``).  On the pipelined
     matmul LSR rewrote each tile's chunk addresses as one loop-carried base plus a 32-bit
     offset per chunk, rebuilt by an IMAD.WIDE every iteration, and ptxas then copied the
     64-bit pointers into temporaries for the copies; without it each chunk's pointer advances
     in place.  Under ncu the 8192^3 fp16 matmul took 2.41 M cycles instead of 2.59 M (Triton
     2.23 M), the 4096^3 one 368 k instead of 390 k (Triton 357 k)."""
-    with _OPTIONS:
-        llvm.set_option("naiad", "-disable-lsr")
-        try:
-            yield
-        finally:
-            llvm.set_option("naiad", "-disable-lsr=false")
+    return _llvm_option(llvm, "-disable-lsr", "-disable-lsr=false")
 
 
-@contextlib.contextmanager
-def _branches_kept(llvm: Any) -> Iterator[None]:
+def _branches_kept(llvm: Any) -> contextlib.AbstractContextManager:
     """Optimize with LLVM folding an if/else into selects only where one instruction is
-    speculated (``-two-entry-phi-node-folding-threshold=1``, default 4), and back after, for
-    the process's other users of LLVM.  At the default, O3 turned libdevice's ``erff`` choice
-    between two sets of 7 coefficients into 7 ``selp`` an element (64 a thread in a 1-D GELU of
-    8 elements a thread, where Triton's PTX keeps the branch: 7 predicated moves), and ptxas
-    then issued the thread's second load of ``a`` only after the first half's
-    ``erf``: three waits on memory a thread instead of Triton's two, which the 4-15 us kernels
-    of 2^16-2^18 elements felt (0.89-0.94 of Triton).  Of the 155 snapshot kernels only those
-    calling ``erf`` and ``expm1`` change."""
-    with _OPTIONS:
-        llvm.set_option("naiad", "-two-entry-phi-node-folding-threshold=1")
-        try:
-            yield
-        finally:
-            llvm.set_option("naiad", "-two-entry-phi-node-folding-threshold=4")
+    speculated (``-two-entry-phi-node-folding-threshold=1``, default 4).  At the default, O3
+    turned libdevice's ``erff`` choice between two sets of 7 coefficients into 7 ``selp`` an
+    element (64 a thread in a 1-D GELU of 8 elements a thread, where Triton's PTX keeps the
+    branch: 7 predicated moves), and ptxas then issued the thread's second load of ``a`` only
+    after the first half's ``erf``: three waits on memory a thread instead of Triton's two,
+    which the 4-15 us kernels of 2^16-2^18 elements felt (0.89-0.94 of Triton).  Of the 155
+    snapshot kernels only those calling ``erf`` and ``expm1`` change."""
+    return _llvm_option(llvm, "-two-entry-phi-node-folding-threshold=1",
+                        "-two-entry-phi-node-folding-threshold=4")
