@@ -270,6 +270,10 @@ class NVPTXHooks(GPUHooks):
         converted = conversions.f32_to_bf16(ctx, self.arch, value)
         return super().f32_to_bf16(ctx, value) if converted is None else converted
 
+    def float_to_int(self, ctx: Any, value: ir.Value, target: ir.Type, signed: bool) -> ir.Value:
+        converted = conversions.float_to_int(ctx, value, target, signed)
+        return super().float_to_int(ctx, value, target, signed) if converted is None else converted
+
     def f32_to_fp8(self, ctx: Any, value: ir.Value, fp8_type: Any, rounding: str) -> ir.Value:
         converted = conversions.f32_to_fp8(ctx, self.arch, value, fp8_type, rounding)
         return super().f32_to_fp8(ctx, value, fp8_type, rounding) if converted is None else converted
