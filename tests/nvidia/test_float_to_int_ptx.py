@@ -35,8 +35,9 @@ def _ptx(source: str) -> str:
     return compile_cuda(to_integers, signature, {"BLOCK": 128}, num_warps=4).asm["ptx"]
 
 
-def test_fp32_to_32_bits_is_one_cvt_without_a_nan_test():
-    ptx = _ptx("fp32")
+@pytest.mark.parametrize("source", ["fp32", "fp16"])
+def test_fp32_to_32_bits_is_one_cvt_without_a_nan_test(source):
+    ptx = _ptx(source)
     signed, unsigned = (len(re.findall(rf"cvt\.rzi\.{t}32\.f32", ptx)) for t in "su")
     assert signed == unsigned >= 1
     assert not re.findall(r"selp\.b32", ptx)          # no clamping or NaN select of 32-bit results
@@ -54,7 +55,7 @@ def _saturated(x: np.ndarray, dtype: type) -> np.ndarray:
 
 
 @pytest.mark.usefixtures("gpu")
-@pytest.mark.parametrize("source", ["float32", "float64"])
+@pytest.mark.parametrize("source", ["float32", "float64", "float16"])
 def test_saturating_conversions_against_numpy(gpu, source):
     torch = gpu
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 2**31, -2**31 - 4096.0,

@@ -51,13 +51,15 @@ def fp8_to_f32(ctx: Any, arch: int, bits: ir.Value, fp8_type: Any) -> ir.Value |
 
 
 def float_to_int(ctx: Any, value: ir.Value, target: ir.Type, signed: bool) -> ir.Value | None:
-    """An f32 converted to a 32-bit integer toward zero, saturating, NaN -> 0: one
+    """An f32 (or f16, widened exactly) converted to a 32-bit integer toward zero, saturating, NaN -> 0: one
     ``cvt.rzi.<s|u>32.f32``, whose float-to-integer conversions clamp to the destination's range
     (PTX: ``.sat`` is implied) and give 0 for NaN (only from ``.f32`` to a 32-bit or narrower
     integer: from ``.f64`` or to 64 bits NaN gives ``1 << (width - 1)``, so those keep the
     shared code), as Triton's plain ``fptosi`` gives it.  LLVM's ``fptosi.sat`` adds two
     compares, a NaN test and three selects around the same instruction (a row quantizer: 288
     SASS instructions against Triton's 184, now 192)."""
-    if ctx.lanes != 1 or value.type != lt.F32 or target != lt.I32:
+    if ctx.lanes != 1 or value.type not in (lt.F16, lt.F32) or target != lt.I32:
         return None
+    if value.type == lt.F16:                       # exact in fp32
+        value = ctx.b.fpext(value, lt.F32)
     return asm(ctx.b, f"cvt.rzi.{'s' if signed else 'u'}32.f32 $0, $1;", [target], [value], effects=False)
