@@ -447,3 +447,14 @@ def test_a_kernel_from_the_cache_imports_no_compiler(tmp_path):
     assert (hit, lowering, xdsl) == ("False", "True", "True") and int(ptx) > 0
     hit, lowering, xdsl, ptx_again = run()
     assert (hit, lowering, xdsl) == ("True", "False", "False") and ptx_again == ptx
+
+
+@pytest.mark.parametrize("op, instruction", [("sqrt", "sqrt.approx.ftz.f32"), ("rsqrt", "rsqrt.approx.ftz.f32"),
+                                             ("exp", "ex2.approx.f32"), ("sqrt_rn", "sqrt.rn.f32")])
+def test_approximate_math_is_triton_s_instruction(op, instruction):
+    """Triton 3.6's PTX for fp32 ``tl.sqrt`` / ``tl.rsqrt`` flushes subnormal inputs (``.ftz``);
+    without it ptxas scales subnormals around each MUFU (72 SASS instructions against 48 for an
+    element-wise sqrt).  ``tl.exp`` keeps subnormal results, as Triton's; ``sqrt_rn`` is IEEE."""
+    ptx = compile_cuda(test_ops.unary_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                       {"OP": op, "BLOCK": 256}).asm["ptx"]
+    assert instruction in ptx
