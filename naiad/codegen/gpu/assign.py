@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt
 from naiad.codegen.axis_info import AxisInfo, analyze
@@ -211,16 +211,34 @@ def _source_vectors(value: SSAValue, axis: dict[SSAValue, AxisInfo]) -> tuple[in
     can be read a coalesced element a thread."""
     vector, loads, pending, seen = _vector(value), [], [value], set()
     while pending:
-        op = pending.pop().owner
-        if op in seen:
+        current = pending.pop()
+        if current in seen:
             continue
-        seen.add(op)
+        seen.add(current)
+        op = current.owner
         if isinstance(op, (tt.LoadOp, AsyncLoadOp)) and _tensor(op.ptr):
             loads.append(op)
         elif isinstance(op, tuple(elementwise.RULES)):
             pending.extend(v for v in op.operands if _tensor(v) and _shape(v) == _shape(value))
+        else:
+            pending.extend(_carried_from(current))
     wide = max([vector] + [_vector(op.ptr) for op in loads])
     return wide, max((_access_vector(op, axis) for op in loads), default=vector)
+
+
+def _carried_from(value: SSAValue) -> list[SSAValue]:
+    """What a ``for`` loop's result or loop-carried block argument accumulates in the loop: the
+    value its body yields, where an element-wise op makes it (an accumulator ``acc +=
+    x.to(tl.float32)`` takes the layout its loads want, as Triton's does, not the one of its own
+    fp32 elements).  A yielded load (a tile loaded for the next trip) is left to its users."""
+    owner = value.owner
+    if isinstance(owner, scf.ForOp):
+        yielded = owner.body.block.last_op.operands[list(owner.results).index(value)]
+    elif isinstance(value, BlockArgument) and isinstance(owner.parent_op(), scf.ForOp) and value.index > 0:
+        yielded = owner.parent_op().body.block.last_op.operands[value.index - 1]
+    else:
+        return []
+    return [yielded] if isinstance(yielded.owner, tuple(elementwise.RULES)) else []
 
 
 def _access_vector(op: Any, axis: dict[SSAValue, AxisInfo]) -> int:
