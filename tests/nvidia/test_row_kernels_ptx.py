@@ -13,7 +13,10 @@ against torch on the GPU:
   without; 0.90 -> 1.09 of Triton on the H100);
 - a loop-carried accumulator fed by loads (``acc += x.to(tl.float32)``) takes the layout the
   loads want, as Triton's does: a bf16 row read 16 bytes a thread a trip, not twice 8 bytes
-  (39 -> 32 registers, Triton's 32).
+  (39 -> 32 registers, Triton's 32);
+- a scan whose row is several repetitions of the layout's tile exchanges every repetition's
+  warp totals through shared memory at once: two barriers, not two a repetition (cumsum of
+  1024 fp32 in 4 warps: 128 -> 120 SASS instructions; 8192 in 16 warps 60 -> 53 registers).
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ def looped_row_sum(X, Out, stride, N, BLOCK: tl.constexpr):
         cols = start + tl.arange(0, BLOCK)
         acc += tl.load(X + row * stride + cols, mask=cols < N, other=0.0).to(tl.float32)
     tl.store(Out + row, tl.sum(acc, axis=0))
+
+
+@naiad.jit
+def row_cumsum(X, Out, N, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + tl.program_id(0) * N + cols, mask=cols < N, other=0.0)
+    tl.store(Out + tl.program_id(0) * N + cols, tl.cumsum(x, axis=0, reverse=REVERSE), mask=cols < N)
 
 
 @naiad.jit
@@ -124,6 +134,26 @@ def test_looped_row_sums_against_numpy(gpu, dtype, n):
     out = torch.full((3,), float("nan"), device="cuda")
     looped_row_sum[(3,)](x, out, n, n, BLOCK=1024)
     np.testing.assert_array_equal(out.cpu().numpy(), x.float().cpu().numpy().sum(axis=1))
+
+
+@pytest.mark.parametrize("block, warps", [(1024, 4), (8192, 16), (4096, 4)])
+def test_a_scan_s_repetitions_cross_shared_memory_together(block, warps):
+    ptx = compile_cuda(row_cumsum, {"X": "*fp32", "Out": "*fp32", "N": "i32"},
+                       {"BLOCK": block, "REVERSE": False}, num_warps=warps).asm["ptx"]
+    assert ptx.count("bar.sync") == 2
+
+
+@pytest.mark.usefixtures("gpu")
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("n, warps", [(1000, 4), (8192, 16), (4000, 4), (33, 1)])
+def test_row_cumsums_against_numpy(gpu, n, warps, reverse):
+    torch = gpu
+    x = np.random.default_rng(n).integers(-20, 20, size=(3, n)).astype(np.float32)
+    out = torch.full((3, n), float("nan"), device="cuda")
+    row_cumsum[(3,)](torch.from_numpy(x).cuda(), out, n, BLOCK=naiad.next_power_of_2(n), REVERSE=reverse,
+                     num_warps=warps)
+    want = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    np.testing.assert_array_equal(out.cpu().numpy(), want)
 
 
 @pytest.mark.parametrize("dtype, width, block", [("fp32", "v4.b32", 512), ("fp16", "v4.b32", 1024),

@@ -216,7 +216,8 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
     """A scan along ``axis`` when every thread holds distinct elements along it: each thread
     scans its consecutive elements, lanes add the totals of the lanes before them (``shfl.up``),
     warps those of the warps before them (shared memory), and each repetition of the tile the
-    totals of the repetitions before it.
+    totals of the repetitions before it.  All repetitions' warp totals cross shared memory
+    together (`_warp_totals`).
 
     A reverse scan is the same scan in the mirrored order: "before" means higher along the axis,
     the lanes' totals come down (an indexed shuffle from ``lane + d``), and the warps, the
@@ -237,25 +238,21 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
     # positions in the order of the scan, and the lane along the axis that holds a warp's total
     lane_s = b.sub(ir.Constant(lt.I32, lanes - 1), lane_a) if reverse else lane_a
     warp_s = b.sub(ir.Constant(lt.I32, warps - 1), warp_a) if reverse else warp_a
-    last_a = 0 if reverse else lanes - 1
 
     def from_earlier_lane(value: ir.Value, distance: int) -> ir.Value:
         """``value`` of the lane ``distance`` places before this one in the scan's order."""
         if not reverse:
             return _shuffle(k, value, stride * distance, up=True)
         return _shuffle(k, value, b.add(k.lane, ir.Constant(lt.I32, stride * distance)), index=True)
-    storages = [lt.scalar(v.type) for v in op.operands]
     row_count = 1
     for d, size in enumerate(shape):
         row_count *= 1 if d == axis else size
     row_shape = tuple(1 if d == axis else size for d, size in enumerate(shape))
     row_coords = k.coordinates(layout, row_shape)
-    sizes = [warps * row_count * lt.byte_size(st) for st in storages]
-    offsets = k.shared_regions(sizes) if warps > 1 else []
     out = [[None] * len(elements) for _ in inputs]
+    scanned = []                  # per row and repetition: (row, row index, chunk, local, total)
     for key, indices in rows.items():
         row_index = k.linear(row_coords[list(rows).index(key)] if row_shape else [], row_shape)
-        carry = None
         reps: dict[int, list[int]] = {}
         for i in indices:
             reps.setdefault(elements[i][axis][0], []).append(i)
@@ -279,39 +276,63 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
             has_before = b.icmp_unsigned(">", lane_s, ir.Constant(lt.I32, 0))
             local = [[b.select(has_before, m, v) for m, v in zip(combine(k, op.combineOp, before, vals), vals)]
                      for vals in local]
-            # the whole warp's total, from the last lane in the scan's order
-            last_lane = b.add(k.lane, b.mul(b.sub(ir.Constant(lt.I32, last_a), lane_a),
-                                            ir.Constant(lt.I32, stride)))
-            rep_total = [_shuffle(k, v, last_lane, index=True) for v in total]
-            if warps > 1:                                     # 3. warps before this one
-                last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, last_a))
-                k.hooks.barrier(b)
-                slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), row_index)
-                k.when(last, lambda: [b.store(v, k.shared_pointer(slot, st, off))
-                                       for v, st, off in zip(total, storages, offsets)])
-                k.hooks.barrier(b)
-                prefix, rep_total = None, None
-                for w in range(warps):                        # in the scan's order
-                    warp = warps - 1 - w if reverse else w
-                    at = b.add(ir.Constant(lt.I32, warp * row_count), row_index)
-                    vals = [b.load(k.shared_pointer(at, st, off), typ=st) for st, off in zip(storages, offsets)]
-                    if w < warps - 1:
-                        earlier = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, w))
-                        grown = vals if prefix is None else combine(k, op.combineOp, prefix, vals)
-                        prefix = grown if prefix is None else [b.select(earlier, g, p) for g, p in zip(grown, prefix)]
-                    rep_total = vals if rep_total is None else combine(k, op.combineOp, rep_total, vals)
-                has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
-                local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
-                         for vals in local]
-            if carry is not None:                             # 4. repetitions before this one
-                local = [combine(k, op.combineOp, carry, vals) for vals in local]
-                carry = combine(k, op.combineOp, carry, rep_total)
-            else:
-                carry = rep_total
-            for i, vals in zip(chunk, local):
-                for j, v in enumerate(vals):
-                    out[j][i] = v
+            scanned.append((key, row_index, chunk, local, total))
+    totals = _warp_totals(k, op, scanned, lanes, warps, lane_a, warp_a, warp_s, row_count, stride, reverse)
+    carries: dict[tuple, list[ir.Value]] = {}
+    for (key, _, chunk, local, _), (prefix, rep_total) in zip(scanned, totals):
+        if prefix is not None:                                # 3. warps before this one
+            has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
+            local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
+                     for vals in local]
+        carry = carries.get(key)
+        if carry is not None:                                 # 4. repetitions before this one
+            local = [combine(k, op.combineOp, carry, vals) for vals in local]
+            carries[key] = combine(k, op.combineOp, carry, rep_total)
+        else:
+            carries[key] = rep_total
+        for i, vals in zip(chunk, local):
+            for j, v in enumerate(vals):
+                out[j][i] = v
     return out
+
+
+def _warp_totals(k: GPUKernel, op: Any, scanned: list, lanes: int, warps: int, lane_a: ir.Value,
+                 warp_a: ir.Value, warp_s: ir.Value, row_count: int, stride: int,
+                 reverse: bool) -> list[tuple]:
+    """For each (row, repetition) of `_scan_blocked`, in its order: the combined totals of the
+    warps before this one (None with one warp) and of the whole repetition.  Every
+    repetition's warp totals cross shared memory together: two barriers for the scan, not two
+    for each repetition."""
+    b = k.b
+    storages = [lt.scalar(v.type) for v in op.operands]
+    last_a = 0 if reverse else lanes - 1
+    if warps == 1:
+        last_lane = b.add(k.lane, b.mul(b.sub(ir.Constant(lt.I32, last_a), lane_a), ir.Constant(lt.I32, stride)))
+        return [(None, [_shuffle(k, v, last_lane, index=True) for v in total])
+                for *_, total in scanned]
+    slots = warps * row_count
+    offsets = k.shared_regions([len(scanned) * slots * lt.byte_size(st) for st in storages])
+    last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, last_a))
+    k.hooks.barrier(b)
+    for n, (_, row_index, _, _, total) in enumerate(scanned):
+        slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), b.add(row_index, ir.Constant(lt.I32, n * slots)))
+        k.when(last, lambda slot=slot, total=total: [b.store(v, k.shared_pointer(slot, st, off))
+                                                      for v, st, off in zip(total, storages, offsets)])
+    k.hooks.barrier(b)
+    result = []
+    for n, (_, row_index, _, _, _) in enumerate(scanned):
+        prefix, rep_total = None, None
+        for w in range(warps):                                # in the scan's order
+            warp = warps - 1 - w if reverse else w
+            at = b.add(ir.Constant(lt.I32, n * slots + warp * row_count), row_index)
+            vals = [b.load(k.shared_pointer(at, st, off), typ=st) for st, off in zip(storages, offsets)]
+            if w < warps - 1:
+                earlier = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, w))
+                grown = vals if prefix is None else combine(k, op.combineOp, prefix, vals)
+                prefix = grown if prefix is None else [b.select(earlier, g, p) for g, p in zip(grown, prefix)]
+            rep_total = vals if rep_total is None else combine(k, op.combineOp, rep_total, vals)
+        result.append((prefix, rep_total))
+    return result
 
 
 def _scan_one(k: GPUKernel, op: Any, coords: list, axis: int, shape: tuple, storages: list,

@@ -86,11 +86,12 @@ def cumsum_kernel(x, out, n, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("n", [5, 128, 1000])
-def test_scans(n, reverse):
+@pytest.mark.parametrize("n, warps", [(5, 4), (128, 4), (1000, 4), (4000, 4), (4000, 8), (1000, 1)])
+def test_scans(n, warps, reverse):
+    """Rows of one to eight repetitions of the layout's tile, in one to eight warps."""
     x = np.random.default_rng(n).integers(-100, 100, (4, n)).astype(np.int32)
     out = np.zeros_like(x)
-    cumsum_kernel[(4,)](x, out, n, BLOCK=triton_block(n), REVERSE=reverse)
+    cumsum_kernel[(4,)](x, out, n, BLOCK=triton_block(n), REVERSE=reverse, num_warps=warps)
     expected = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
     np.testing.assert_array_equal(out, expected)
 
