@@ -250,13 +250,13 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
     row_shape = tuple(1 if d == axis else size for d, size in enumerate(shape))
     row_coords = k.coordinates(layout, row_shape)
     out = [[None] * len(elements) for _ in inputs]
-    scanned = []                  # per row and repetition: (row, row index, chunk, local, total)
+    scanned = []     # per row and repetition: (row, repetition, row index, chunk, local, total)
     for key, indices in rows.items():
         row_index = k.linear(row_coords[list(rows).index(key)] if row_shape else [], row_shape)
         reps: dict[int, list[int]] = {}
         for i in indices:
             reps.setdefault(elements[i][axis][0], []).append(i)
-        for rep in sorted(reps, reverse=reverse):
+        for position, rep in enumerate(sorted(reps, reverse=reverse)):
             chunk = reps[rep][::-1] if reverse else reps[rep]
             running = None
             local = []
@@ -276,10 +276,10 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
             has_before = b.icmp_unsigned(">", lane_s, ir.Constant(lt.I32, 0))
             local = [[b.select(has_before, m, v) for m, v in zip(combine(k, op.combineOp, before, vals), vals)]
                      for vals in local]
-            scanned.append((key, row_index, chunk, local, total))
+            scanned.append((key, position, row_index, chunk, local, total))
     totals = _warp_totals(k, op, scanned, lanes, warps, lane_a, warp_a, warp_s, row_count, stride, reverse)
     carries: dict[tuple, list[ir.Value]] = {}
-    for (key, _, chunk, local, _), (prefix, rep_total) in zip(scanned, totals):
+    for (key, _, _, chunk, local, _), (prefix, rep_total) in zip(scanned, totals):
         if prefix is not None:                                # 3. warps before this one
             has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
             local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
@@ -301,8 +301,8 @@ def _warp_totals(k: GPUKernel, op: Any, scanned: list, lanes: int, warps: int, l
                  reverse: bool) -> list[tuple]:
     """For each (row, repetition) of `_scan_blocked`, in its order: the combined totals of the
     warps before this one (None with one warp) and of the whole repetition.  Every
-    repetition's warp totals cross shared memory together: two barriers for the scan, not two
-    for each repetition."""
+    repetition's warp totals cross shared memory together, each repetition in a region of its
+    own (warps x rows): two barriers for the scan, not two for each repetition."""
     b = k.b
     storages = [lt.scalar(v.type) for v in op.operands]
     last_a = 0 if reverse else lanes - 1
@@ -311,20 +311,22 @@ def _warp_totals(k: GPUKernel, op: Any, scanned: list, lanes: int, warps: int, l
         return [(None, [_shuffle(k, v, last_lane, index=True) for v in total])
                 for *_, total in scanned]
     slots = warps * row_count
-    offsets = k.shared_regions([len(scanned) * slots * lt.byte_size(st) for st in storages])
+    repetitions = 1 + max(position for _, position, *_ in scanned)
+    offsets = k.shared_regions([repetitions * slots * lt.byte_size(st) for st in storages])
     last = b.icmp_unsigned("==", lane_a, ir.Constant(lt.I32, last_a))
     k.hooks.barrier(b)
-    for n, (_, row_index, _, _, total) in enumerate(scanned):
-        slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)), b.add(row_index, ir.Constant(lt.I32, n * slots)))
+    for _, position, row_index, _, _, total in scanned:
+        slot = b.add(b.mul(warp_a, ir.Constant(lt.I32, row_count)),
+                     b.add(row_index, ir.Constant(lt.I32, position * slots)))
         k.when(last, lambda slot=slot, total=total: [b.store(v, k.shared_pointer(slot, st, off))
                                                       for v, st, off in zip(total, storages, offsets)])
     k.hooks.barrier(b)
     result = []
-    for n, (_, row_index, _, _, _) in enumerate(scanned):
+    for _, position, row_index, *_ in scanned:
         prefix, rep_total = None, None
         for w in range(warps):                                # in the scan's order
             warp = warps - 1 - w if reverse else w
-            at = b.add(ir.Constant(lt.I32, n * slots + warp * row_count), row_index)
+            at = b.add(ir.Constant(lt.I32, position * slots + warp * row_count), row_index)
             vals = [b.load(k.shared_pointer(at, st, off), typ=st) for st, off in zip(storages, offsets)]
             if w < warps - 1:
                 earlier = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, w))

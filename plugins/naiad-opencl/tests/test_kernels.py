@@ -97,6 +97,22 @@ def test_scans(n, warps, reverse):
 
 
 @naiad.jit
+def tile_cumsum_kernel(x, out, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(out + offs, tl.cumsum(tl.load(x + offs), axis=1))
+
+
+@pytest.mark.parametrize("rows, cols, warps", [(8, 2048, 4), (16, 512, 8), (4, 4096, 2)])
+def test_tile_scans_of_many_rows_and_repetitions(rows, cols, warps):
+    """Several rows a thread, each in several repetitions across several warps: every
+    (row, repetition)'s warp totals in shared memory at once."""
+    x = np.random.default_rng(cols).integers(-100, 100, (rows, cols)).astype(np.int32)
+    out = np.zeros_like(x)
+    tile_cumsum_kernel[(1,)](x, out, R=rows, C=cols, num_warps=warps)
+    np.testing.assert_array_equal(out, np.cumsum(x, 1))
+
+
+@naiad.jit
 def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
