@@ -11,20 +11,11 @@ import numpy as np
 import pytest
 
 import naiad
-import naiad.language as tl
+from tests.cpu.test_transposed_stores import transpose_kernel
 
 from .conftest import compile_cuda
 
 pytestmark = pytest.mark.shipped_backends
-
-@naiad.jit
-def transpose_kernel(Out, In, M, N, stride_in, stride_out, BM: tl.constexpr, BN: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    x = tl.load(In + rm[:, None] * stride_in + rn[None, :], mask=mask)
-    tl.store(Out + rn[:, None] * stride_out + rm[None, :], tl.trans(x), mask=tl.trans(mask))
-
 
 SIGNATURE = {"Out": "*bf16", "In": "*bf16", "M": "i32", "N": "i32", "stride_in": "i32", "stride_out": "i32"}
 
