@@ -279,9 +279,9 @@ def _scan_blocked(k: GPUKernel, op: Any, layout: L.Blocked, shape: tuple, axis: 
             scanned.append((key, position, row_index, chunk, local, total))
     totals = _warp_totals(k, op, scanned, lanes, warps, lane_a, warp_a, warp_s, row_count, stride, reverse)
     carries: dict[tuple, list[ir.Value]] = {}
+    has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
     for (key, _, _, chunk, local, _), (prefix, rep_total) in zip(scanned, totals):
         if prefix is not None:                                # 3. warps before this one
-            has_prefix = b.icmp_unsigned(">", warp_s, ir.Constant(lt.I32, 0))
             local = [[b.select(has_prefix, m, v) for m, v in zip(combine(k, op.combineOp, prefix, vals), vals)]
                      for vals in local]
         carry = carries.get(key)
