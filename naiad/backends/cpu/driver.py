@@ -495,6 +495,17 @@ def _shared_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's worker threads, but the pool's bookkeeping says
+    idle workers wait: work handed to it would never run, and the launch would wait forever.
+    The child makes its own pool at its first split launch."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 class LoadedObject:
     """An object file loaded into this process; keeps LLVM's execution engine alive."""
 

@@ -151,10 +151,24 @@ _team: OpenMPTeam | None = None
 _searched_at = -1
 
 
+#: False in a forked child: GCC's libgomp keeps the parent's threads in its books, and a child's
+#: first parallel region waits for them forever; the child's launches use Naiad's thread pool.
+_usable_here = True
+
+
+def _unusable_in_child() -> None:
+    global _team, _usable_here
+    _team, _usable_here = None, False
+
+
+os.register_at_fork(after_in_child=_unusable_in_child)
+
+
 def loaded_team() -> OpenMPTeam | None:
-    """The team of the process's OpenMP runtime, None while no runtime is loaded."""
+    """The team of the process's OpenMP runtime, None while no runtime is loaded (or in a
+    forked child)."""
     global _team, _searched_at
-    if _team is None and len(sys.modules) != _searched_at:
+    if _team is None and _usable_here and len(sys.modules) != _searched_at:
         _searched_at = len(sys.modules)
         library = _loaded_runtime()
         if library is not None:
