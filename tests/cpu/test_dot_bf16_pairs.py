@@ -40,10 +40,23 @@ def _reference(a, b):
 
 @pytest.mark.parametrize("m, n, k, bm, bn, bk", [
     (64, 64, 64, 32, 32, 32), (100, 70, 50, 32, 32, 16), (128, 128, 128, 64, 64, 32),
-    (33, 96, 64, 16, 32, 64), (16, 16, 16, 16, 16, 16), (40, 48, 200, 32, 16, 64)])
+    (33, 96, 64, 16, 32, 64), (16, 16, 16, 16, 16, 16), (40, 48, 200, 32, 16, 64),
+    (70, 90, 45, 64, 64, 32), (129, 65, 97, 32, 64, 64), (24, 200, 40, 16, 128, 32)])
 def test_bf16_matmul_matches_numpy(m, n, k, bm, bn, bk):
     rng = np.random.default_rng(m * n + k)
     a, b = _bf16(rng, m, k), _bf16(rng, k, n)
+    c = torch.full((m, n), float("nan"))
+    matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, k, 1, n, 1, n, 1,
+                                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    np.testing.assert_allclose(c.numpy(), _reference(a, b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("m, n, k, bm, bn, bk", [(70, 90, 45, 64, 64, 32), (50, 33, 80, 32, 32, 32)])
+def test_fp16_matmul_matches_numpy(m, n, k, bm, bn, bk):
+    """fp16 operands are copied 32 at a time as bf16's are (rows of 32 or more), then widened."""
+    rng = np.random.default_rng(m + n * k)
+    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float16))
+    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float16))
     c = torch.full((m, n), float("nan"))
     matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, k, 1, n, 1, n, 1,
                                                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
