@@ -143,6 +143,10 @@ def make_backend(target: GPUTarget) -> BaseBackend:
 
 
 _runtime_knobs = _knobs.runtime
+#: Held while a kernel's binary is loaded: two threads launching a kernel for the first time at
+#: once both loaded it, the second load replaced the first, and the first thread's launch ran
+#: in machine code already freed (the process crashed).  Reentrant: a load hook may launch.
+_load_lock = threading.RLock()
 
 
 class KernelMetadata(dict):
@@ -278,20 +282,26 @@ class CompiledKernel:
         device = driver.get_current_device()
         loaded = handles.per_device.get(device)
         if loaded is None:
-            from naiad import knobs
-
-            start_hook, end_hook = knobs.runtime.kernel_load_start_hook, knobs.runtime.kernel_load_end_hook
-            if start_hook:
-                start_hook(None, None, self.name, self.metadata, self.hash)
-            module, function, n_regs, n_spills, _ = driver.load_binary(self.name, self.binary,
-                                                                       self.metadata, device)
-            loaded = handles.per_device[device] = (module, function, n_regs, n_spills)
-            if end_hook:
-                end_hook(module, function, self.name, self.metadata, self.hash)
+            with _load_lock:
+                loaded = handles.per_device.get(device) or self._load_binary(driver, device)
         handles.current, handles.device = loaded, device
         if handles.launcher is None:
             handles.launcher = driver.make_launcher(self.signature, self.metadata)
             self.packed_metadata = self.backend.pack_metadata(self.metadata)
+
+    def _load_binary(self, driver: Any, device: int) -> tuple:
+        """Load the binary on ``device`` (under `_load_lock`), with the load hooks around."""
+        from naiad import knobs
+
+        start_hook, end_hook = knobs.runtime.kernel_load_start_hook, knobs.runtime.kernel_load_end_hook
+        if start_hook:
+            start_hook(None, None, self.name, self.metadata, self.hash)
+        module, function, n_regs, n_spills, _ = driver.load_binary(self.name, self.binary,
+                                                                   self.metadata, device)
+        loaded = self._handles.per_device[device] = (module, function, n_regs, n_spills)
+        if end_hook:
+            end_hook(module, function, self.name, self.metadata, self.hash)
+        return loaded
 
     def _driver(self) -> Any:
         """The driver of the backend that compiled this kernel."""

@@ -28,7 +28,10 @@ class NativeEntries:
     """One JIT function's variants and builtin (``entry``, None until made): a `dispatcher`
     over a `VariantTable`, so that a launch entry taken once (``fn[grid]``) sees the variants
     added later.  Each variant is compiled on its own (`variant_function`); every one compiled
-    stays loaded, as a thread may still run in it.
+    stays loaded, with the objects its code refers to by address (the kernel, whose machine
+    code it calls; the launch), as a thread may still run in it: a variant dropped from the
+    table while another thread's launch ran in it (the GIL released) freed the kernel under
+    that launch, and the process crashed.
 
     A prepared launch with a variant is marked ``unbuilt`` until the Python entry, at its next
     launch, has it compiled in (`adopt`).  The table holds the last `MAX_VARIANTS`; one dropped
@@ -41,7 +44,7 @@ class NativeEntries:
         self.error: str | None = None
         self._table = VariantTable(MAX_VARIANTS)
         self._kept: list[tuple[Variant, Any, int]] = []       # (variant, prepared, address)
-        self._modules: list[Any] = []
+        self._loaded: list[tuple[Any, Variant]] = []     # (module, variant): never let go
         self._fn: Any = None
         self._fallback: Callable[..., Any] | None = None
         self._missing: Any = None
@@ -85,7 +88,7 @@ class NativeEntries:
         except Exception as e:          # noqa: BLE001  (a builder bug must not fail launches)
             self.error = f"{type(e).__name__}: {e}"
             return
-        self._modules.append(module)
+        self._loaded.append((module, variant))
         kept = [k for k in self._kept if k[0].params != variant.params or k[0].options != variant.options]
         for _, dropped, _ in kept[:-(MAX_VARIANTS - 1)]:
             dropped.unbuilt = True
