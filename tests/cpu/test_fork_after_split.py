@@ -37,10 +37,11 @@ SCRIPT = textwrap.dedent("""
         grid = (naiad.cdiv(n, 128),)
         kernel = scaled_sin[grid](x, out, n, 1.5, BLOCK=128)
         kernel.launcher.threads = 3                 # split even on a machine of one core
-        kernel.launcher.work.program_s = 1.0        # as if each program took a second
-        out[:] = np.nan
-        scaled_sin[grid](x, out, n, 1.5, BLOCK=128)
-        np.testing.assert_allclose(out, np.sin(x) * 1.5, rtol=1e-5, atol=1e-6)
+        for _ in range(4):                          # the warm ones natively, once built
+            kernel.launcher.work.program_s = 1.0    # as if each program took a second
+            out[:] = np.nan
+            scaled_sin[grid](x, out, n, 1.5, BLOCK=128)
+            np.testing.assert_allclose(out, np.sin(x) * 1.5, rtol=1e-5, atol=1e-6)
 
     def child(queue):
         split_launch(5000, 2)

@@ -104,17 +104,43 @@ def test_a_split_launch_learns_its_estimate_from_the_region(region_calls):
     assert not kernel.launcher.work.parallel(64, 20e-6)
 
 
+def test_warm_split_launches_open_the_region_natively(region_calls, monkeypatch):
+    """Once its native entry is built, a launch worth splitting opens the region from native
+    code: neither the Python launch path nor `OpenMPTeam.run` runs, every program runs once and
+    the estimate is learned from the calling thread's share."""
+    from naiad.runtime.jit import JITFunction
+
+    out = np.zeros(300, np.int32)
+    launch = count_programs[(300,)]
+    for _ in range(3):                               # prepared, then its native variant built
+        kernel = launch(out, BLOCK=1)
+    _split_always(kernel)
+    count_programs._fast.clear()
+
+    def python_path(self, *args, **kwargs):
+        raise AssertionError("the launch took the Python path")
+
+    monkeypatch.setattr(JITFunction, "_run_slow", python_path)
+    launch(out, BLOCK=1)
+    assert np.array_equal(out, np.full(300, 4))
+    assert region_calls == [] and kernel.launcher.work.program_s < 1e-3
+
+
 def test_the_knob_keeps_split_launches_on_naiads_pool(region_calls):
+    out = np.zeros(50, np.int32)
+    for _ in range(3):                               # native entry built while the knob is on
+        kernel = count_programs[(50,)](out, BLOCK=1)
+    pools, pool = [], kernel.launcher.pool
+    kernel.launcher.pool = lambda: pools.append(1) or pool()
     naiad.knobs.cpu.openmp = False
     try:
-        out = np.zeros(50, np.int32)
-        kernel = count_programs[(50,)](out, BLOCK=1)
-        _split_always(kernel)
-        count_programs[(50,)](out, BLOCK=1)
+        for _ in range(2):
+            _split_always(kernel)
+            count_programs[(50,)](out, BLOCK=1)
     finally:
         naiad.knobs.cpu.openmp = True
-    assert region_calls == []
-    assert np.array_equal(out, np.full(50, 2))
+    assert region_calls == [] and pools             # neither region opened; the pool took them
+    assert np.array_equal(out, np.full(50, 5))
 
 
 def test_naiad_never_loads_an_openmp_runtime_itself(tmp_path):

@@ -29,8 +29,9 @@ _SYMBOLS = ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")
 _RUN_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 #: The task a region reads: seven int64 in (`_region_module`), then two the calling thread
 #: writes: the programs it ran and the nanoseconds they took.
-_TASK = ctypes.c_int64 * 9
-_OWN_PROGRAMS, _OWN_NS = 7, 8
+TASK_FIELDS = 9
+_TASK = ctypes.c_int64 * TASK_FIELDS
+OWN_PROGRAMS, OWN_NS = 7, 8
 #: ``clock_gettime``'s clock that never jumps (Linux's number).
 _CLOCK_MONOTONIC = 1
 
@@ -48,7 +49,9 @@ class OpenMPTeam:
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(_region_module())),
                                                  new_target_machine(host_target().arch))
         self.engine.finalize_object()
-        self._run = _RUN_TYPE(self.engine.get_function_address("naiad_omp_run"))
+        #: ``naiad_omp_run(task, threads)``, for native launch code (`TASK_FIELDS`).
+        self.run_address = self.engine.get_function_address("naiad_omp_run")
+        self._run = _RUN_TYPE(self.run_address)
 
     def run(self, function: Any, address: int, nx: int, ny: int, nz: int, first: int, end: int,
             threads: int) -> tuple[int, float]:
@@ -61,7 +64,7 @@ class OpenMPTeam:
             entry = ctypes.cast(function, ctypes.c_void_p).value
         task = _TASK(entry, address, nx, ny, nz, first, end, 0, 0)
         self._run(ctypes.addressof(task), threads)
-        return task[_OWN_PROGRAMS], task[_OWN_NS] * 1e-9
+        return task[OWN_PROGRAMS], task[OWN_NS] * 1e-9
 
 
 def _region_module() -> Any:
@@ -108,8 +111,8 @@ def _region_module() -> Any:
         with timed:
             start = now()
             b.call(grid, args)
-            b.store(b.sub(high, low), slot(_OWN_PROGRAMS))
-            b.store(b.sub(now(), start), slot(_OWN_NS))
+            b.store(b.sub(high, low), slot(OWN_PROGRAMS))
+            b.store(b.sub(now(), start), slot(OWN_NS))
         with plain:
             b.call(grid, args)
     b.ret_void()
@@ -151,14 +154,16 @@ _team: OpenMPTeam | None = None
 _searched_at = -1
 
 
-#: False in a forked child: GCC's libgomp keeps the parent's threads in its books, and a child's
+#: 0 in a forked child: GCC's libgomp keeps the parent's threads in its books, and a child's
 #: first parallel region waits for them forever; the child's launches use Naiad's thread pool.
-_usable_here = True
+#: An int in memory, which native launch code reads too (`CPUNativeLaunch`).
+USABLE = ctypes.c_int32(1)
 
 
 def _unusable_in_child() -> None:
-    global _team, _usable_here
-    _team, _usable_here = None, False
+    global _team
+    _team = None
+    USABLE.value = 0
 
 
 os.register_at_fork(after_in_child=_unusable_in_child)
@@ -168,7 +173,7 @@ def loaded_team() -> OpenMPTeam | None:
     """The team of the process's OpenMP runtime, None while no runtime is loaded (or in a
     forked child)."""
     global _team, _searched_at
-    if _team is None and _usable_here and len(sys.modules) != _searched_at:
+    if _team is None and USABLE.value and len(sys.modules) != _searched_at:
         _searched_at = len(sys.modules)
         library = _loaded_runtime()
         if library is not None:
