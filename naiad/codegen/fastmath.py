@@ -33,8 +33,10 @@ LN2_LO = -2.12194440e-4
 # Polynomial for e^r - 1 - r on [-ln2/2, ln2/2] (Cephes' expf coefficients).
 EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
             1.6666665459e-1, 5.0000001201e-1)
-OVERFLOW = 88.72283935546875      # above: +inf
-UNDERFLOW = -103.97208404541016   # below: 0
+#: Where exp's inputs are clamped: just past where fp32 results overflow (88.72...) and round
+#: to 0 (-103.97...), so that the scaling itself gives +inf (2**128) or 0 (2**-150 times less
+#: than one), with no selects afterwards.
+CLAMP_HIGH, CLAMP_LOW = 88.8, -104.0
 
 
 def _pow2(ctx: Any, n: ir.Value) -> ir.Value:
@@ -54,44 +56,44 @@ def _exp_reduced(ctx: Any, r: ir.Value) -> ir.Value:
 
 
 def _scale(ctx: Any, value: ir.Value, n_float: ir.Value) -> ir.Value:
-    """value * 2**n for n in [-150, 128], in two steps so each power of two is a normal float."""
+    """value * 2**n for n in [-150, 128], rounded once: ``llvm.ldexp`` where the target does it
+    in one instruction (x86 AVX-512's ``vscalefps``; `TargetHooks.vector_ldexp`), else in two
+    steps so each power of two is a normal float."""
     b = ctx.b
     n = b.fptosi(n_float, lt.vector(lt.I32, ctx.lanes))
+    if ctx.hooks.vector_ldexp:
+        fn = lt.intrinsic(ctx.module, "ldexp", [value.type, n.type], value.type, [value.type, n.type])
+        return b.call(fn, [value, n])
     half = b.ashr(n, ctx.const(lt.I32, 1))
     rest = b.sub(n, half)
     return b.fmul(b.fmul(value, _pow2(ctx, half)), _pow2(ctx, rest))
 
 
-def _special_cases(ctx: Any, x: ir.Value, result: ir.Value) -> ir.Value:
-    b = ctx.b
-    result = b.select(b.fcmp_ordered(">", x, ctx.const(lt.F32, OVERFLOW)),
-                      ctx.const(lt.F32, float("inf")), result)
-    result = b.select(b.fcmp_ordered("<", x, ctx.const(lt.F32, UNDERFLOW)),
-                      ctx.const(lt.F32, 0.0), result)
-    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+def _clamped(ctx: Any, x: ir.Value, low: float, high: float) -> ir.Value:
+    return ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, ctx.const(lt.F32, low)]),
+                                    ctx.const(lt.F32, high)])
+
+
+def _nan_kept(ctx: Any, x: ir.Value, result: ir.Value) -> ir.Value:
+    """The clamp turned NaN into a number: NaN in, NaN out."""
+    return ctx.b.select(ctx.b.fcmp_unordered("uno", x, x), x, result)
 
 
 def exp_f32(ctx: Any, x: ir.Value) -> ir.Value:
     b = ctx.b
-    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, ctx.const(lt.F32, UNDERFLOW)]),
-                                       ctx.const(lt.F32, OVERFLOW)])
+    clamped = _clamped(ctx, x, CLAMP_LOW, CLAMP_HIGH)
     n = ctx.intrinsic("roundeven", [b.fmul(clamped, ctx.const(lt.F32, LOG2E))])
     r = ctx.intrinsic("fma", [n, ctx.const(lt.F32, -LN2_HI), clamped])
     r = ctx.intrinsic("fma", [n, ctx.const(lt.F32, -LN2_LO), r])
-    return _special_cases(ctx, x, _scale(ctx, _exp_reduced(ctx, r), n))
+    return _nan_kept(ctx, x, _scale(ctx, _exp_reduced(ctx, r), n))
 
 
 def exp2_f32(ctx: Any, x: ir.Value) -> ir.Value:
     b = ctx.b
-    low, high = UNDERFLOW * LOG2E, OVERFLOW * LOG2E
-    clamped = ctx.intrinsic("minnum", [ctx.intrinsic("maxnum", [x, ctx.const(lt.F32, low)]),
-                                       ctx.const(lt.F32, high)])
+    clamped = _clamped(ctx, x, -150.0, 128.0)
     n = ctx.intrinsic("roundeven", [clamped])
     r = b.fmul(b.fsub(clamped, n), ctx.const(lt.F32, 0.6931471805599453))
-    result = _scale(ctx, _exp_reduced(ctx, r), n)
-    result = b.select(b.fcmp_ordered(">", x, ctx.const(lt.F32, high)), ctx.const(lt.F32, float("inf")), result)
-    result = b.select(b.fcmp_ordered("<", x, ctx.const(lt.F32, low)), ctx.const(lt.F32, 0.0), result)
-    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+    return _nan_kept(ctx, x, _scale(ctx, _exp_reduced(ctx, r), n))
 
 
 def _f32(ctx: Any, value: float) -> ir.Value:

@@ -119,6 +119,10 @@ class TargetHooks:
     #: that would need a wider one (``tl.umulhi`` of 64-bit values: i128) is computed in
     #: halves instead.  SPIR-V has no integer wider than 64 bits.
     widest_integer: int = 128
+    #: Whether ``llvm.ldexp`` on float vectors is one instruction on the target (x86 AVX-512's
+    #: ``vscalefps``): `naiad.codegen.fastmath` then scales by powers of two with it; elsewhere
+    #: LLVM may call ``ldexpf`` lane by lane.
+    vector_ldexp: bool = False
 
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``: Naiad's own

@@ -13,7 +13,7 @@ class CPUHooks(TargetHooks):
     name = "cpu"
 
     def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False,
-                 bf16_pairs: bool = False):
+                 bf16_pairs: bool = False, vector_ldexp: bool = False):
         self.bounds_check = bounds_check
         #: Whether the target has a 16-byte compare-and-swap (x86 ``cmpxchg16b``): fp32
         #: atomic adds then go four elements at a time (`lowering.memory`).
@@ -22,6 +22,7 @@ class CPUHooks(TargetHooks):
         #: AVX-512 BF16 ``vdpbf16ps``): bf16 dots then run at twice fp32's rate
         #: (`lowering.matmul`).
         self.bf16_pairs = bf16_pairs
+        self.vector_ldexp = vector_ldexp
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""
