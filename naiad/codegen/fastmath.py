@@ -56,14 +56,14 @@ def _exp_reduced(ctx: Any, r: ir.Value) -> ir.Value:
 
 
 def _scale(ctx: Any, value: ir.Value, n_float: ir.Value) -> ir.Value:
-    """value * 2**n for n in [-150, 128], rounded once: ``llvm.ldexp`` where the target does it
-    in one instruction (x86 AVX-512's ``vscalefps``; `TargetHooks.vector_ldexp`), else in two
-    steps so each power of two is a normal float."""
+    """value * 2**n for n in [-150, 128]: the target's one instruction where it has one
+    (`TargetHooks.scale_by_powers_of_two`: x86 AVX-512's ``vscalefps``), else in two steps so
+    each power of two is a normal float."""
+    scaled = ctx.hooks.scale_by_powers_of_two(ctx, value, n_float)
+    if scaled is not None:
+        return scaled
     b = ctx.b
     n = b.fptosi(n_float, lt.vector(lt.I32, ctx.lanes))
-    if ctx.hooks.vector_ldexp:
-        fn = lt.intrinsic(ctx.module, "ldexp", [value.type, n.type], value.type, [value.type, n.type])
-        return b.call(fn, [value, n])
     half = b.ashr(n, ctx.const(lt.I32, 1))
     rest = b.sub(n, half)
     return b.fmul(b.fmul(value, _pow2(ctx, half)), _pow2(ctx, rest))

@@ -119,10 +119,6 @@ class TargetHooks:
     #: that would need a wider one (``tl.umulhi`` of 64-bit values: i128) is computed in
     #: halves instead.  SPIR-V has no integer wider than 64 bits.
     widest_integer: int = 128
-    #: Whether ``llvm.ldexp`` on float vectors is one instruction on the target (x86 AVX-512's
-    #: ``vscalefps``): `naiad.codegen.fastmath` then scales by powers of two with it; elsewhere
-    #: LLVM may call ``ldexpf`` lane by lane.
-    vector_ldexp: bool = False
 
     def call_math(self, ctx: Any, symbol: str, args: list[ir.Value], ret: ir.Type) -> ir.Value:
         """``symbol`` (a C math name, or a ``__naiad_`` one) applied to ``args``: Naiad's own
@@ -137,6 +133,12 @@ class TargetHooks:
             raise NotImplementedError(f"libdevice function {symbol[len('__naiad_'):]} is not "
                                       f"available on the {self.name} backend yet")
         return self.library_call(ctx, symbol, args, ret)
+
+    def scale_by_powers_of_two(self, ctx: Any, value: ir.Value, exponent: ir.Value) -> ir.Value | None:
+        """``value * 2**exponent`` (fp32 vectors; ``exponent`` holds whole numbers in [-150,
+        128]) rounded once, where the target has one instruction for it; else None, and
+        `naiad.codegen.fastmath` multiplies by two powers of two built from exponent bits."""
+        return None
 
     def offset_address(self, ctx: Any, address: ir.Value, offset: ir.Value, size: int) -> ir.Value:
         """The i64 ``address`` moved by ``offset`` (i64, signed) elements of ``size`` bytes."""

@@ -170,7 +170,7 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
     features = host_features().split(",")
     hooks = CPUHooks(options.bounds_check, compare_exchange_16="+cx16" in features,
                      bf16_pairs="+avx512bf16" in features,
-                     vector_ldexp="+avx512f" in features and "+avx512vl" in features)
+                     scalef="+avx512f" in features and "+avx512vl" in features)
     lowering = KernelLowering(module, hooks, vector_bytes(host_features()) // 4,
                               llvm.get_process_triple(), str(machine.target_data), options.bounds_check)
     llmod = lowering.lower()

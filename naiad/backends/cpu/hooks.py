@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.codegen import fastmath
+import llvmlite.ir as ir
+
+from naiad.codegen import fastmath, llvm_types as lt
 from naiad.codegen.hooks import TargetHooks
+
+#: Lanes of an fp32 vector -> the width of its ``vscalefps``.
+_SCALEF_WIDTHS = {4: 128, 8: 256, 16: 512}
 
 
 class CPUHooks(TargetHooks):
     name = "cpu"
 
     def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False,
-                 bf16_pairs: bool = False, vector_ldexp: bool = False):
+                 bf16_pairs: bool = False, scalef: bool = False):
         self.bounds_check = bounds_check
         #: Whether the target has a 16-byte compare-and-swap (x86 ``cmpxchg16b``): fp32
         #: atomic adds then go four elements at a time (`lowering.memory`).
@@ -22,7 +27,8 @@ class CPUHooks(TargetHooks):
         #: AVX-512 BF16 ``vdpbf16ps``): bf16 dots then run at twice fp32's rate
         #: (`lowering.matmul`).
         self.bf16_pairs = bf16_pairs
-        self.vector_ldexp = vector_ldexp
+        #: Whether the target has AVX-512's ``vscalefps`` for 4, 8 and 16 lanes (AVX-512F and VL).
+        self.scalef = scalef
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""
@@ -30,6 +36,18 @@ class CPUHooks(TargetHooks):
         if fast is not None and ctx.lanes > 1:
             return fast(ctx, args[0])
         return super().call_math(ctx, symbol, args, ret)
+
+    def scale_by_powers_of_two(self, ctx: Any, value: Any, exponent: Any) -> Any:
+        """``vscalefps`` (the exponent taken as a float, so no conversion to integers): exp's
+        scaling in one instruction instead of nine."""
+        width = _SCALEF_WIDTHS.get(ctx.lanes) if self.scalef else None
+        if width is None:
+            return None
+        mask = ir.IntType(max(8, ctx.lanes))
+        extra = [ir.Constant(lt.I32, 4)] if width == 512 else []     # 4: the current rounding
+        fn = lt.intrinsic(ctx.module, f"x86.avx512.mask.scalef.ps.{width}", [], value.type,
+                          [value.type] * 3 + [mask] + [e.type for e in extra])
+        return ctx.b.call(fn, [value, exponent, value, ir.Constant(mask, -1)] + extra)
 
     def check_access(self, kernel: Any, op: Any, addresses: Any, mask: Any, lanes: int,
                      element: Any) -> Any:
