@@ -9,7 +9,7 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad.backends.cpu.driver import PARALLEL_WORK_S, WorkEstimate
+from naiad.backends.cpu.work_estimate import PARALLEL_WORK_S, WorkEstimate
 
 pytestmark = pytest.mark.shipped_backends
 
