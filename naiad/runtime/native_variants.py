@@ -30,8 +30,8 @@ class NativeEntries:
     added later.  Each variant is compiled on its own (`variant_function`); every one compiled
     stays loaded, with the objects its code refers to by address (the kernel, whose machine
     code it calls; the launch), as a thread may still run in it: a variant dropped from the
-    table while another thread's launch ran in it (the GIL released) freed the kernel under
-    that launch, and the process crashed.
+    table while another thread's launch runs in it (the GIL released) would otherwise free
+    the kernel under that launch.
 
     A prepared launch with a variant is marked ``unbuilt`` until the Python entry, at its next
     launch, has it compiled in (`adopt`).  The table holds the last `MAX_VARIANTS`; one dropped
