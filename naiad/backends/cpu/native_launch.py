@@ -9,7 +9,7 @@ from typing import Any
 
 from naiad.backends.cpu import openmp, runtime
 from naiad.backends.cpu.knobs import KNOBS
-from naiad.backends.cpu.work_estimate import OPENMP_WORK_S
+from naiad.backends.cpu.work_estimate import NATIVE_OPENMP_WORK_S, OPENMP_WORK_S
 from naiad.runtime.native_code import double
 
 
@@ -17,8 +17,9 @@ class CPUNativeLaunch:
     """`CPULauncher.native_launch`: the programs run on the calling thread through one
     ``naiad_launch`` call (header: grid, first program 0, program count; then the slots), the
     GIL released meanwhile.  On several threads, a launch of several programs runs here when
-    the kernel's `WorkEstimate` says it is too small to split (`OPENMP_WORK_S`), timed to keep
-    the estimate current, as `CPULauncher._build_run` does; a larger one runs as one parallel
+    the kernel's `WorkEstimate` says it is too small to split (`NATIVE_OPENMP_WORK_S`, or
+    `OPENMP_WORK_S` where the Python path would split it), timed to keep the estimate
+    current, as `CPULauncher._build_run` does; a larger one runs as one parallel
     region of the process's OpenMP runtime (`openmp.OpenMPTeam`, when one was loaded as the
     launch was prepared, the knob is on and this is not a forked child), timed on the calling
     thread's share as `CPULauncher.run_grid` does -- the Python path's split cost about 10 us
@@ -61,7 +62,8 @@ class CPUNativeLaunch:
             f.decref(estimate)
             work = f.value(f"fmul double {seconds}, {f.value(f'sitofp i64 {total} to double')}")
             stay, split = f.fresh("stay"), f.fresh("split") if self.team is not None else not_here
-            f.branch(f.value(f"fcmp olt double {work}, {double(OPENMP_WORK_S)}"), stay, split)
+            threshold = NATIVE_OPENMP_WORK_S if self.team is not None else OPENMP_WORK_S
+            f.branch(f.value(f"fcmp olt double {work}, {double(threshold)}"), stay, split)
             f.place(stay)
             f(f"store i1 true, ptr {timed}")
             if self.team is not None:

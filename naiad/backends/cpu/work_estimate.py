@@ -11,6 +11,11 @@ from __future__ import annotations
 #: 10 us of work there (measured on two cores after a torch matmul).
 PARALLEL_WORK_S = 100e-6
 OPENMP_WORK_S = 20e-6
+#: The same for a warm launch that opens the OpenMP region from its native entry
+#: (`naiad.backends.cpu.native_launch`), about 10 us cheaper than from Python: a 2^17-element
+#: add (19-20 us on one thread) took 13-17 us split, launched back to back, after a torch
+#: matmul or after 0.5 ms of Python work alike; at 2^16 (10 us) splitting did not pay.
+NATIVE_OPENMP_WORK_S = 10e-6
 
 
 #: How far a slower measurement moves a kernel's estimate (`WorkEstimate.observe`).
