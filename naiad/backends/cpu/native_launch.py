@@ -66,12 +66,13 @@ class CPUNativeLaunch:
             f.branch(f.value(f"fcmp olt double {work}, {double(threshold)}"), stay, split)
             f.place(stay)
             f(f"store i1 true, ptr {timed}")
+            f.jump(run)
             if self.team is not None:
-                f.jump(run)
                 f.place(split)
                 self._split(f, header, gx, gy, gz, total, not_here)
                 f.jump(done)
-        f.jump(run)
+        else:
+            f.jump(run)
         f.place(run)
         start = self._clock(f, timed)
         state = f.capi("PyEval_SaveThread")

@@ -284,9 +284,9 @@ def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
     if _down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
         return None
     step = _next_step(kernel, load)
-    width = 32 if n % 32 == 0 and kernel.consecutive(load.ptr, 32) else 16
     return _interleaved(kernel, value.type, k_dim, n,
-                        lambda index, lanes: _load_chunk(kernel, load, index, lanes, True, step), width)
+                        lambda index, lanes: _load_chunk(kernel, load, index, lanes, True, step),
+                        _copy_lanes(kernel, value, load))
 
 
 def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
