@@ -48,6 +48,12 @@ def is_bf16(mlir_type) -> bool:
     return isinstance(element(mlir_type), BFloat16Type)
 
 
+def is_int8(mlir_type) -> bool:
+    """Whether the elements are 8-bit integers (TTIR's ``i8``; fp8 is stored in bytes too)."""
+    t = element(mlir_type)
+    return isinstance(t, IntegerType) and t.width.data == 8
+
+
 def is_fp8(mlir_type) -> bool:
     t = element(mlir_type)
     return type(t).__name__.startswith("Float8")

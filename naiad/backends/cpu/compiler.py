@@ -60,7 +60,7 @@ class CPUBackend(BaseBackend):
     api_version = BACKEND_API_VERSION
     binary_ext = "obj"
     knob_group = KNOBS
-    cache_env_vars = ("NAIAD_DEBUG",)
+    cache_env_vars = ("NAIAD_DEBUG", "NAIAD_CPU_AMX")
     default_warp_size = 1
 
     def __init__(self, target: GPUTarget) -> None:
@@ -160,7 +160,9 @@ def _make_ttgir(module: Any, target: GPUTarget) -> Any:
 
 
 def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarget) -> str:
+    from naiad.backends.cpu import amx
     from naiad.backends.cpu.hooks import CPUHooks
+    from naiad.backends.cpu.lowering.amx_matmul import uses_tiles
     from naiad.backends.cpu.lowering.kernel import KernelLowering
     from naiad.backends.cpu.target import host_features, target_machine, vector_bytes
     from naiad.backends.cpu.target import _binding
@@ -169,8 +171,10 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
     machine = target_machine(target.arch)
     features = host_features().split(",")
     hooks = CPUHooks(options.bounds_check, compare_exchange_16="+cx16" in features,
-                     bf16_pairs="+avx512bf16" in features,
-                     scalef="+avx512f" in features and "+avx512vl" in features)
+                     bf16_pairs="+avx512bf16" in features, int8_quads="+avx512vnni" in features,
+                     scalef="+avx512f" in features and "+avx512vl" in features,
+                     amx_bf16=amx.tiles_usable(features, "bf16", KNOBS.amx),
+                     amx_int8=amx.tiles_usable(features, "int8", KNOBS.amx))
     lowering = KernelLowering(module, hooks, vector_bytes(host_features()) // 4,
                               llvm.get_process_triple(), str(machine.target_data), options.bounds_check)
     llmod = lowering.lower()
@@ -178,6 +182,7 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
     metadata["shared"] = lowering.scratch_bytes
     metadata["arg_types"] = [str(t) for t in lowering.func_op.function_type.inputs.data]
     metadata["debug_accesses"] = lowering.debug_accesses
+    metadata["amx"] = uses_tiles(llmod)
     parsed = llvm.parse_assembly(str(llmod))
     parsed.verify()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)

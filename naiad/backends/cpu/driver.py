@@ -23,7 +23,7 @@ from naiad.backends.cpu.knobs import KNOBS
 from naiad.backends.cpu.native_launch import CPUNativeLaunch
 from naiad.backends.cpu.work_estimate import OPENMP_WORK_S, PARALLEL_WORK_S, WorkEstimate
 from naiad.backends.compiler import GPUTarget
-from naiad.backends.cpu import openmp, runtime
+from naiad.backends.cpu import amx, openmp, runtime
 from naiad.backends.cpu.target import host_target
 from naiad.backends.driver import DriverBase, bf16_bits, sample_quantiles
 from naiad.errors import NaiadError
@@ -434,6 +434,8 @@ class CPUDriver(DriverBase):
         return _shared_pool(self.threads() - 1)
 
     def load_binary(self, name: str, binary: bytes, metadata: Any, device: int) -> tuple:
+        if metadata.get("amx"):
+            amx.require_tiles(name)
         loaded = LoadedObject(binary)
         return loaded, loaded.grid, vector_registers(), 0, 1
 

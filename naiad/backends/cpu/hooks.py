@@ -18,7 +18,8 @@ class CPUHooks(TargetHooks):
     name = "cpu"
 
     def __init__(self, bounds_check: bool = False, compare_exchange_16: bool = False,
-                 bf16_pairs: bool = False, scalef: bool = False):
+                 bf16_pairs: bool = False, scalef: bool = False, int8_quads: bool = False,
+                 amx_bf16: bool = False, amx_int8: bool = False):
         self.bounds_check = bounds_check
         #: Whether the target has a 16-byte compare-and-swap (x86 ``cmpxchg16b``): fp32
         #: atomic adds then go four elements at a time (`lowering.memory`).
@@ -27,8 +28,16 @@ class CPUHooks(TargetHooks):
         #: AVX-512 BF16 ``vdpbf16ps``): bf16 dots then run at twice fp32's rate
         #: (`lowering.matmul`).
         self.bf16_pairs = bf16_pairs
+        #: Whether the target multiplies fours of int8 into int32 in one instruction (x86
+        #: AVX-512 VNNI ``vpdpbusd``): int8 dots then go four k at a time.
+        self.int8_quads = int8_quads
         #: Whether the target has AVX-512's ``vscalefps`` for 4, 8 and 16 lanes (AVX-512F and VL).
         self.scalef = scalef
+        #: Whether bf16 (``tdpbf16ps``) and int8 (``tdpbssd``) dots may run on AMX tiles
+        #: (`lowering.amx_matmul`): the processor has them and this process was granted them
+        #: (`naiad.backends.cpu.amx`).
+        self.amx_bf16 = amx_bf16
+        self.amx_int8 = amx_int8
 
     def call_math(self, ctx: Any, symbol: str, args: list, ret: Any) -> Any:
         """fp32 exp and exp2 on vectors use Naiad's polynomial (LLVM would call expf per lane)."""

@@ -10,21 +10,26 @@ in memory (`_operand_buffer`).
 
 bf16 operands on a target that multiplies bf16 pairs (AVX-512 BF16's ``vdpbf16ps``: each fp32
 lane adds ``a[k] b[k] + a[k+1] b[k+1]``) go two k at a time, twice the multiply-adds of an fp32
-FMA per instruction: B's rows are interleaved in pairs first (`_paired_rows`), and A's two
+FMA per instruction: B's rows are interleaved in pairs first (`_grouped_rows`), and A's two
 consecutive elements are broadcast as one 32-bit word.  The products are exact in fp32 either
 way; the instruction adds a pair's odd product first and treats denormal inputs and results
-as zero (as it does on every processor that has it).
+as zero (as it does on every processor that has it).  int8 operands with an int32 accumulator
+go four k at a time the same way on AVX-512 VNNI (``vpdpbusd``, `INT8_QUADS`).  Where the
+processor has AMX tiles, bf16 and int8 dots of whole tiles run on them instead
+(`amx_matmul`), from the same buffers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import llvmlite.ir as ir
 from xdsl.dialects import scf
+from xdsl.dialects.builtin import TensorType, i32
 from xdsl.ir import BlockArgument
 
-from naiad.backends.cpu.lowering import memory
+from naiad.backends.cpu.lowering import amx_matmul, memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
@@ -241,40 +246,73 @@ def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupedProduct:
+    """An instruction that multiplies ``group`` consecutive k at once: each 32-bit lane of the
+    accumulator adds the products of ``group`` pairs of ``element``s, A's broadcast from one
+    32-bit word, B's from its rows interleaved ``group`` by ``group`` (`_grouped_rows`).
+    ``unsigned_a``: the instruction takes A's bytes as unsigned (``vpdpbusd``), so they are
+    moved up by 128 and the product corrected by 128 times B's column sums."""
+
+    group: int
+    intrinsic: str
+    element: ir.Type
+    unsigned_a: bool = False
+
+
+#: AVX-512 BF16's ``vdpbf16ps``: pairs of bf16, fp32 sums.
+BF16_PAIRS = GroupedProduct(2, "x86.avx512bf16.dpbf16ps.512", _BF16)
+#: AVX-512 VNNI's ``vpdpbusd``: fours of bytes (unsigned A, signed B), int32 sums, no saturation.
+INT8_QUADS = GroupedProduct(4, "x86.avx512.vpdpbusd.512", lt.I8, unsigned_a=True)
+
+
 def lower_dot(kernel: Any, op: Any) -> None:
     result = op.results[0]
     a_shape, b_shape = shape_of(op.a.type), shape_of(op.b.type)
     batch = a_shape[0] if len(a_shape) == 3 else 1
     m, k_dim = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
-    pairs = _multiplies_bf16_pairs(kernel, op, n, k_dim)
-    b_ = _loaded_in_pairs(kernel, op.b) if pairs and batch == 1 else None
+    tiles = amx_matmul.tile_product(kernel, op, m, n, k_dim)
+    grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
+    group = tiles.group if tiles else grouped.group if grouped else 1
+    b_ = _loaded_in_groups(kernel, op.b, group) if group > 1 and batch == 1 else None
     a, c = (_operand_buffer(kernel, v) for v in (op.a, op.c))
     if b_ is None:
         b_ = _operand_buffer(kernel, op.b)
-        if pairs:
-            b_ = _paired_rows(kernel, b_, batch, k_dim, n)
+        if group > 1:
+            b_ = _grouped_rows(kernel, b_, batch, k_dim, n, group)
     target = kernel.dot_destination(op) or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
     for index in range(batch):
-        _matmul(kernel, a, b_, target, m, n, k_dim, index, op, pairs)
+        if tiles:
+            amx_matmul.tiled_matmul(kernel, tiles, a, b_, target, m, n, k_dim, index)
+        else:
+            _matmul(kernel, a, b_, target, m, n, k_dim, index, op, grouped)
     kernel.env[result] = target
 
 
-def _multiplies_bf16_pairs(kernel: Any, op: Any, n: int, k_dim: int) -> bool:
-    """Whether the dot goes two k at a time through ``vdpbf16ps``: bf16 operands, an fp32
-    accumulator, a target that has the instruction and 16 fp32 lanes, whole vectors of columns
-    and an even K (a dot's block sizes are powers of two from 16)."""
-    return kernel.hooks.bf16_pairs and kernel.lanes == 16 and lt.is_bf16(op.a.type) \
-        and lt.is_bf16(op.b.type) and lt.scalar(op.c.type) == lt.F32 and n % 16 == 0 \
-        and k_dim % 2 == 0
+def _grouped_product(kernel: Any, op: Any, n: int, k_dim: int) -> GroupedProduct | None:
+    """The instruction the dot multiplies groups of k with, if any: bf16 operands with an fp32
+    accumulator on AVX-512 BF16, int8 with int32 on AVX-512 VNNI; 16 32-bit lanes, whole
+    vectors of columns and K a multiple of the group (a dot's block sizes are powers of two
+    from 16)."""
+    if kernel.lanes != 16 or n % 16:
+        return None
+    accumulator = lt.scalar(op.c.type)
+    if kernel.hooks.bf16_pairs and lt.is_bf16(op.a.type) and lt.is_bf16(op.b.type) \
+            and accumulator == lt.F32 and k_dim % 2 == 0:
+        return BF16_PAIRS
+    if kernel.hooks.int8_quads and lt.is_int8(op.a.type) and lt.is_int8(op.b.type) \
+            and accumulator == lt.I32 and k_dim % 4 == 0:
+        return INT8_QUADS
+    return None
 
 
-def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
-    """B (bf16, ``K x N``) loaded straight into `_paired_rows`' layout -- each pair of rows'
-    chunks read and interleaved as they arrive, one pass instead of a copy and a second pass
-    over it -- when it is a load of rows the dot alone uses; else None."""
+def _loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
+    """B (``K x N``) loaded straight into `_grouped_rows`' layout -- each group of rows' chunks
+    read and interleaved as they arrive, one pass instead of a copy and a second pass over it
+    -- when it is a load of rows the dot alone uses; else None."""
     held = kernel.lookup(value)
     if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
             or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
@@ -284,57 +322,69 @@ def _loaded_in_pairs(kernel: Any, value: Any) -> Buffer | None:
     if _down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
         return None
     step = _next_step(kernel, load)
-    return _interleaved(kernel, value.type, k_dim, n,
+    return _interleaved(kernel, value.type, k_dim, n, group,
                         lambda index, lanes: _load_chunk(kernel, load, index, lanes, True, step),
                         _copy_lanes(kernel, value, load))
 
 
-def _paired_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int) -> Buffer:
-    """A copy of B (bf16, ``[batch,] K x N``) whose rows are interleaved two by two: element
-    ``(k, j)`` at ``(k // 2 * N + j) * 2 + k % 2``, so that one 512-bit load holds 16 columns'
-    pairs of consecutive k, as ``vdpbf16ps`` multiplies them."""
-    half = lt.vector(lt.I16, 16)
-    return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, lambda index, lanes: kernel.b.load(
-        kernel.chunks.element_pointer(b_, index), typ=half, align=2))
+def _grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int) -> Buffer:
+    """A copy of B (``[batch,] K x N``) whose rows are interleaved ``group`` by ``group``:
+    element ``(k, j)`` at ``(k // group * N + j) * group + k % group``, so that one 512-bit load
+    holds 16 columns' groups of consecutive k, as `GroupedProduct` instructions multiply them."""
+    row = lt.vector(lt.scalar(b_.mlir_type), 16)
+    return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, group, lambda index, lanes: kernel.b.load(
+        kernel.chunks.element_pointer(b_, index), typ=row, align=1))
 
 
-def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, chunk: Any, width: int = 16) -> Buffer:
-    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` bf16 interleaved two by two
-    (`_paired_rows`), ``chunk(index, width)`` giving the ``width`` elements from linear element
-    ``index`` (16, or 32 where rows allow: half the chunks to read)."""
+def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, group: int, chunk: Any,
+                 width: int = 16) -> Buffer:
+    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` elements interleaved
+    ``group`` by ``group`` (`_grouped_rows`), ``chunk(index, width)`` giving the ``width``
+    elements from linear element ``index`` (16, or 32 where rows allow: half the chunks to
+    read)."""
     bld = kernel.b
     out = kernel.buffer(mlir_type)
-    interleave = [ir.Constant(lt.vector(lt.I32, 32), [h + i // 2 + width * (i % 2) for i in range(32)])
-                  for h in range(0, width, 16)]
 
-    def pair(row_pair: ir.Value) -> None:
-        start = bld.mul(row_pair, ir.Constant(lt.I32, 2 * n))
+    def rows_of_group(first_row: ir.Value) -> None:
+        start = bld.mul(first_row, ir.Constant(lt.I32, group * n))
 
-        def group(g: ir.Value) -> None:
+        def columns(g: ir.Value) -> None:
             first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, width)))
-            lo, hi = chunk(first, width), chunk(bld.add(first, ir.Constant(lt.I32, n)), width)
-            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, 2 * width)))
-            for h, order in enumerate(interleave):
-                bld.store(bld.shuffle_vector(lo, hi, order), kernel.chunks.element_pointer(
-                    out, bld.add(place, ir.Constant(lt.I32, 32 * h))), align=2)
+            parts = [chunk(bld.add(first, ir.Constant(lt.I32, r * n)), width) for r in range(group)]
+            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, group * width)))
+            bld.store(_interleave(bld, parts), kernel.chunks.element_pointer(out, place), align=1)
 
-        kernel.counted_loop(n // width, group)
+        kernel.counted_loop(n // width, columns)
 
-    kernel.counted_loop(rows // 2, pair)
+    kernel.counted_loop(rows // group, rows_of_group)
     return out
 
 
+def _interleave(bld: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """Vectors ``v0 .. v(g-1)`` (``g`` a power of two) as one: ``v0[0] v1[0] .. v(g-1)[0]
+    v0[1] ..``.  Each round interleaves neighbours element by element, then takes each pair as
+    one element twice as wide, so the next round moves them together."""
+    while len(parts) > 1:
+        count = lt.lanes_of(parts[0].type)
+        order = ir.Constant(lt.vector(lt.I32, 2 * count), [i // 2 + count * (i % 2) for i in range(2 * count)])
+        bits = 2 * lt.byte_size(lt.scalar_of(parts[0].type)) * 8
+        parts = [bld.bitcast(bld.shuffle_vector(lo, hi, order), lt.vector(ir.IntType(bits), count))
+                 for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
 def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim: int, batch: int,
-            op: Any, pairs: bool) -> None:
+            op: Any, grouped: GroupedProduct | None) -> None:
     bld = kernel.b
     acc_type = lt.scalar(d.mlir_type)
     integer = isinstance(acc_type, ir.IntType)
     compute = acc_type if integer or acc_type == lt.F64 else lt.F32
     lanes = kernel.chunk_lanes(n)
     nr = min(2 * lanes, n)
-    mr = min(2 * MR if pairs else MR, m)
+    mr = min(2 * MR if grouped else MR, m)
     ctx = kernel.ctx(lanes)
     scalar_ctx = kernel.ctx(1)
+    sums = _column_sums(kernel, b_, k_dim, n, batch, grouped) if grouped and grouped.unsigned_a else None
 
     def load(buf: Buffer, offset: ir.Value, count: int, context: Any) -> ir.Value:
         t = lt.vector(lt.scalar(buf.mlir_type), count)
@@ -353,10 +403,15 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
                                 ir.Constant(lt.I32, d_base + v * lanes)) for v in range(nr // lanes)]
                        for row in rows]
             acc = [[load(d, off, lanes, ctx) for off in row_offsets] for row_offsets in offsets]
-            if pairs:
-                acc = _k_loop(kernel, k_dim // 2, acc, lambda kp, acc_: _pair_step(kp, acc_, rows, j0))
+            if grouped:
+                acc = _k_loop(kernel, k_dim // grouped.group, acc,
+                              lambda kg, acc_: _group_step(kg, acc_, rows, j0))
             else:
                 acc = _k_loop(kernel, k_dim, acc, lambda kk, acc_: _step(kk, acc_, rows, j0))
+            if sums is not None:
+                moved = [load(sums, bld.add(j0, ir.Constant(lt.I32, v * lanes)), lanes, ctx)
+                         for v in range(nr // lanes)]
+                acc = [[bld.sub(value, extra) for value, extra in zip(row_acc, moved)] for row_acc in acc]
             for row_offsets, row_acc in zip(offsets, acc):
                 for off, value in zip(row_offsets, row_acc):
                     out = elementwise.narrowed(ctx, value, d.mlir_type)
@@ -378,27 +433,69 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
             new.append([_fma(ctx, a_val, bv, av, integer) for bv, av in zip(b_vecs, row_acc)])
         return new
 
-    def _pair_step(kp: ir.Value, acc: list[list[ir.Value]], rows: list[ir.Value], j0: ir.Value):
-        """Two k at once: ``vdpbf16ps`` of each row's broadcast pair of A and 16 columns' pairs
-        of the interleaved B."""
-        pair_type, word = lt.vector(_BF16, 32), lt.vector(lt.I16, 32)
-        b_row = bld.add(bld.mul(bld.add(bld.mul(kp, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, 2)),
-                        ir.Constant(lt.I32, batch * k_dim * n))
-        b_words = [bld.load(kernel.chunks.element_pointer(b_, bld.add(b_row, ir.Constant(lt.I32, 32 * v))),
-                            typ=word, align=2) for v in range(nr // lanes)]
-        b_vecs = [bld.bitcast(w, pair_type) for w in b_words]
-        dot = lt.intrinsic(kernel.llmod, "x86.avx512bf16.dpbf16ps.512", [], lt.vector(lt.F32, 16),
-                           [lt.vector(lt.F32, 16), pair_type, pair_type])
+    def _group_step(kg: ir.Value, acc: list[list[ir.Value]], rows: list[ir.Value], j0: ir.Value):
+        """``grouped.group`` k at once: each row's broadcast group of A by 16 columns' groups of
+        the interleaved B."""
+        g = grouped.group
+        b_vecs = [_grouped_vector(kernel, b_, _grouped_offset(bld, kg, j0, v * lanes, n, g, batch * k_dim),
+                                  grouped) for v in range(nr // lanes)]
         new = []
         for row, row_acc in zip(rows, acc):
             a_off = bld.add(bld.add(bld.mul(row, ir.Constant(lt.I32, k_dim)),
-                                    bld.mul(kp, ir.Constant(lt.I32, 2))), ir.Constant(lt.I32, batch * m * k_dim))
-            a_pair = bld.load(kernel.chunks.element_pointer(a, a_off), typ=lt.I32, align=2)
-            a_vec = bld.bitcast(ctx.splat(a_pair), pair_type)
-            new.append([bld.call(dot, [av, a_vec, bv]) for bv, av in zip(b_vecs, row_acc)])
+                                    bld.mul(kg, ir.Constant(lt.I32, g))), ir.Constant(lt.I32, batch * m * k_dim))
+            a_word = bld.load(kernel.chunks.element_pointer(a, a_off), typ=lt.I32, align=1)
+            if grouped.unsigned_a:
+                a_word = bld.xor(a_word, ir.Constant(lt.I32, 0x80808080))
+            a_vec = bld.bitcast(ctx.splat(a_word), b_vecs[0].type)
+            new.append([_multiply_groups(kernel, grouped, av, a_vec, bv) for bv, av in zip(b_vecs, row_acc)])
         return new
 
     kernel.counted_loop(m // mr, tile)
+
+
+def _grouped_offset(bld: ir.IRBuilder, kg: ir.Value, j0: ir.Value, column: int, n: int, group: int,
+                    first_row: int) -> ir.Value:
+    """The element of `_grouped_rows`' buffer where row group ``kg``'s columns from ``j0 +
+    column`` start (rows counted from ``first_row``, a batch's first)."""
+    row_group = bld.add(kg, ir.Constant(lt.I32, first_row // group))
+    return bld.mul(bld.add(bld.add(bld.mul(row_group, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, column)),
+                   ir.Constant(lt.I32, group))
+
+
+def _grouped_vector(kernel: Any, b_: Buffer, offset: ir.Value, grouped: GroupedProduct) -> ir.Value:
+    """The 512 bits of the grouped B from element ``offset``, as the instruction's operand."""
+    bld = kernel.b
+    lanes = 64 // lt.byte_size(lt.scalar(b_.mlir_type))
+    raw = bld.load(kernel.chunks.element_pointer(b_, offset), typ=lt.vector(lt.scalar(b_.mlir_type), lanes),
+                   align=1)
+    return bld.bitcast(raw, lt.vector(grouped.element, lanes))
+
+
+def _multiply_groups(kernel: Any, grouped: GroupedProduct, acc: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    fn = lt.intrinsic(kernel.llmod, grouped.intrinsic, [], acc.type, [acc.type, a.type, b.type])
+    return kernel.b.call(fn, [acc, a, b])
+
+
+def _column_sums(kernel: Any, b_: Buffer, k_dim: int, n: int, batch: int, grouped: GroupedProduct) -> Buffer:
+    """128 times the sum of each column of B (int32, ``N`` of them), from its grouped rows: what
+    moving A's bytes up by 128 added to each product (`GroupedProduct.unsigned_a`)."""
+    bld = kernel.b
+    ctx = kernel.ctx(16)
+    sums = kernel.buffer(TensorType(i32, [n]))
+    ones = bld.bitcast(ctx.splat(ir.Constant(lt.I32, 0x01010101)), lt.vector(grouped.element, 64))
+
+    def column_block(j_block: ir.Value) -> None:
+        j0 = bld.mul(j_block, ir.Constant(lt.I32, 16))
+
+        def add_group(kg: ir.Value, total: list[ir.Value]) -> list[ir.Value]:
+            offset = _grouped_offset(bld, kg, j0, 0, n, grouped.group, batch * k_dim)
+            return [_multiply_groups(kernel, grouped, total[0], ones, _grouped_vector(kernel, b_, offset, grouped))]
+
+        total = kernel.carried_loop(0, k_dim // grouped.group, 1, [ctx.const(lt.I32, 0)], add_group)[0]
+        bld.store(bld.shl(total, ctx.splat(ir.Constant(lt.I32, 7))), kernel.chunks.element_pointer(sums, j0), align=4)
+
+    kernel.counted_loop(n // 16, column_block)
+    return sums
 
 
 def _k_loop(kernel: Any, k_dim: int, acc: list[list[ir.Value]], step: Any) -> list[list[ir.Value]]:

@@ -1,0 +1,206 @@
+"""bf16 ``tl.dot`` on Intel AMX tiles (`naiad.backends.cpu.lowering.amx_matmul`).
+
+On a processor with AMX (Intel Xeon from Sapphire Rapids) the dots run on tiles and are
+checked against numpy over tile shapes, masked edges, K loops, a carried accumulator, batched
+dots and the knob that turns tiles off.  On every x86-64 machine the lowering is compiled for
+such a processor and its instructions are checked; and the error a kernel compiled for tiles
+gives where Linux refuses them is checked everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.cpu import amx
+from naiad.backends.cpu.knobs import KNOBS
+from naiad.backends.cpu.target import host_features
+from naiad.errors import NaiadError
+from naiad.tools.gallery import matmul_kernel
+
+pytestmark = pytest.mark.shipped_backends
+
+torch = pytest.importorskip("torch")
+
+TILES = amx.tiles_usable(host_features().split(","), "bf16", KNOBS.amx)
+needs_tiles = pytest.mark.skipif(not TILES, reason="no AMX tiles that multiply bf16 here (or NAIAD_CPU_AMX=0)")
+
+
+@naiad.jit
+def batched(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    i = tl.arange(0, B)[:, None, None]
+    a = tl.load(a_ptr + i * M * K + tl.arange(0, M)[None, :, None] * K + tl.arange(0, K)[None, None, :])
+    b = tl.load(b_ptr + i * K * N + tl.arange(0, K)[None, :, None] * N + tl.arange(0, N)[None, None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + i * M * N + tl.arange(0, M)[None, :, None] * N + tl.arange(0, N)[None, None, :], c)
+
+
+@naiad.jit
+def scaled_plus(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """``c = 0.5 * c + a @ bᵀ``: the accumulator read from memory, B read down its columns."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rn[None, :] * K + rk[:, None])
+    c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c * 0.5))
+
+
+def _bf16(rng, *shape):
+    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).bfloat16()
+
+
+def _exact(a, b):
+    """The products of the bf16 inputs summed in float64: what fp32 sums are compared with."""
+    return a.float().numpy().astype(np.float64) @ b.float().numpy().astype(np.float64)
+
+
+def _run_matmul(m, n, k, bm, bn, bk, seed):
+    rng = np.random.default_rng(seed)
+    a, b = _bf16(rng, m, k), _bf16(rng, k, n)
+    c = torch.full((m, n), float("nan"))
+    compiled = matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    return compiled, c.numpy(), _exact(a, b)
+
+
+@needs_tiles
+@pytest.mark.parametrize("m, n, k, bm, bn, bk", [
+    (64, 64, 64, 64, 64, 32), (128, 128, 128, 128, 128, 64), (256, 192, 320, 64, 64, 32),
+    (16, 16, 32, 16, 16, 32),                   # one tile of each
+    (48, 80, 96, 16, 16, 32),                   # one strip each way
+    (96, 96, 64, 32, 16, 64), (96, 96, 64, 16, 32, 64),
+    (100, 70, 50, 32, 32, 32),                  # masked edges both ways and along K
+    (129, 65, 97, 64, 32, 64), (300, 260, 1000, 128, 64, 128)])
+def test_bf16_matmul_on_tiles_matches_numpy(m, n, k, bm, bn, bk):
+    compiled, c, expected = _run_matmul(m, n, k, bm, bn, bk, m * n + k)
+    assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+def test_dots_not_of_whole_tiles_run_without_them():
+    """A K block of 16 is half a tile row: the AVX-512 micro-kernel takes it, with the same values."""
+    compiled, c, expected = _run_matmul(64, 64, 48, 32, 32, 16, 5)
+    assert "llvm.x86.tdpbf16ps" not in compiled.asm["llir"]
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+@pytest.mark.parametrize("count, m, n, k", [(2, 32, 48, 64), (3, 16, 32, 32)])
+def test_batched_dot_on_tiles_matches_numpy(count, m, n, k):
+    rng = np.random.default_rng(count * m + n)
+    a, b = _bf16(rng, count, m, k), _bf16(rng, count, k, n)
+    c = torch.full((count, m, n), float("nan"))
+    compiled = batched[(1,)](a, b, c, B=count, M=m, N=n, K=k)
+    assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
+    np.testing.assert_allclose(c.numpy(), np.stack([_exact(a[i], b[i]) for i in range(count)]),
+                               rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+def test_accumulator_and_transposed_operand_on_tiles():
+    rng = np.random.default_rng(11)
+    a, b = _bf16(rng, 64, 96), _bf16(rng, 32, 96)
+    start = rng.standard_normal((64, 32)).astype(np.float32)
+    c = torch.from_numpy(start.copy())
+    compiled = scaled_plus[(1,)](a, b, c, M=64, N=32, K=96)
+    assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
+    np.testing.assert_allclose(c.numpy(), 0.5 * start + _exact(a, b.T), rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+def test_knob_off_compiles_without_tiles(monkeypatch):
+    monkeypatch.setenv("NAIAD_CPU_AMX", "0")
+    compiled, c, expected = _run_matmul(64, 64, 64, 64, 64, 32, 3)
+    assert "llvm.x86.tdpbf16ps" not in compiled.asm["llir"]
+    assert not compiled.metadata.get("amx")
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+
+
+@naiad.jit
+def one_block_int8(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def _assembly_for_amx_processor(compiled):
+    """A kernel's TTGIR lowered with tiles on and compiled for Sapphire Rapids: whether it uses
+    tiles, and the assembly."""
+    import llvmlite.binding as llvm
+
+    from naiad.backends.cpu.hooks import CPUHooks
+    from naiad.backends.cpu.lowering.amx_matmul import uses_tiles
+    from naiad.backends.cpu.lowering.kernel import KernelLowering
+    from naiad.ir.context import parse_module
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    triple = llvm.get_process_triple()
+    machine = llvm.Target.from_triple(triple).create_target_machine(
+        cpu="sapphirerapids", features="", opt=3, reloc="pic", codemodel="jitdefault")
+    hooks = CPUHooks(bf16_pairs=True, int8_quads=True, amx_bf16=True, amx_int8=True)
+    lowering = KernelLowering(parse_module(compiled.asm["ttgir"]), hooks, 16, triple,
+                              str(machine.target_data), False)
+    module = lowering.lower()
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    return uses_tiles(module), machine.emit_assembly(parsed)
+
+
+def _bf16_matmul(bm, bn, bk):
+    a, c = torch.zeros(128, 128).bfloat16(), torch.zeros(128, 128)
+    return matmul_kernel.warmup(a, a, c, 128, 128, 128, 128, 1, 128, 1, 128, 1,
+                                BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, grid=(1, 1))
+
+
+def _tile_instructions(assembly):
+    return [line.split()[0] for line in assembly.splitlines() if line.strip() and line.split()[0]
+            in ("ldtilecfg", "tileloadd", "tdpbf16ps", "tdpbssd", "tilestored", "tilerelease")]
+
+
+X86 = "+sse2" in host_features().split(",")
+
+
+@pytest.mark.skipif(not X86, reason="not an x86-64 host")
+@pytest.mark.parametrize("bm, bn, bk, products", [(64, 64, 32, 16), (16, 16, 32, 1), (32, 16, 64, 4),
+                                                  (16, 32, 32, 2)])
+def test_lowering_for_an_amx_processor_emits_tile_instructions(bm, bn, bk, products):
+    """One dot per K step of the kernel: the configuration and the release once in the code
+    (the loops may be laid out in any order), and (bm/16)(bn/16)(bk/32) tile products, some
+    of them in loops, between loads and stores of tiles."""
+    tiled, assembly = _assembly_for_amx_processor(_bf16_matmul(bm, bn, bk))
+    lines = _tile_instructions(assembly)
+    assert tiled
+    assert lines.count("ldtilecfg") == lines.count("tilerelease") == 1, lines
+    unrolled = lines.count("tdpbf16ps")
+    assert unrolled > 0 and products % unrolled == 0, lines
+    assert lines.count("tileloadd") > lines.count("tilestored") > 0, lines
+
+
+@pytest.mark.skipif(not X86, reason="not an x86-64 host")
+@pytest.mark.parametrize("m, n, k, tiled", [(32, 32, 64, True), (16, 64, 128, True), (32, 32, 32, False)])
+def test_lowering_of_int8_for_an_amx_processor(m, n, k, tiled):
+    """int8 tiles take 64 k a row: a K of 32 goes to ``vpdpbusd`` instead."""
+    a, c = np.zeros((m, k), np.int8), np.zeros((m, n), np.int32)
+    compiled = one_block_int8.warmup(a, np.zeros((k, n), np.int8), c, M=m, N=n, K=k, grid=(1,))
+    uses, assembly = _assembly_for_amx_processor(compiled)
+    lines = _tile_instructions(assembly)
+    assert uses == tiled and ("tdpbssd" in lines) == tiled and ("vpdpbusd" in assembly) != tiled, lines
+
+
+@pytest.mark.skipif(not X86, reason="not an x86-64 host")
+def test_lowering_without_whole_tiles_emits_none():
+    tiled, assembly = _assembly_for_amx_processor(_bf16_matmul(32, 32, 16))
+    assert not tiled and "tdpbf16ps" not in assembly and "vdpbf16ps" in assembly
+
+
+def test_kernel_compiled_for_tiles_where_linux_refuses_them(monkeypatch):
+    from naiad.backends.cpu.driver import CPUDriver
+
+    monkeypatch.setattr(amx, "tiles_permitted", lambda: False)
+    with pytest.raises(NaiadError, match=r"kernel 'matmul_kernel' was compiled to use AMX tiles.*"
+                                         r"fix: set NAIAD_CPU_AMX=0"):
+        CPUDriver().load_binary("matmul_kernel", b"", {"amx": True}, 0)
