@@ -5,8 +5,9 @@
 
 Rows: the gallery's matmul kernel (`naiad.tools.gallery`: one program per tile x tile block
 of C, a K loop of 32, masked edges) in fp32 against numpy (BLAS)
-and torch, and in bf16 against torch's bf16 matmul (oneDNN: AMX or AVX-512 BF16 where the
-processor has them), over square sizes and tiles; and the gallery's attention forward (Triton's
+and torch, in bf16 against torch's bf16 matmul (oneDNN: AMX or AVX-512 BF16 where the
+processor has them) and in int8 into int32 (K loop of 64) against torch's ``_int_mm`` (GOP/s
+in the GFLOP/s columns), over square sizes and tiles; and the gallery's attention forward (Triton's
 tutorial 06: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
 torch's CPU ``scaled_dot_product_attention``.  Every result is checked against torch in fp32
 first.  Times are medians of repeated calls after a warm-up, every column of a row timed in
@@ -41,13 +42,13 @@ except ImportError:
     torch = None
 
 
-def naiad_matmul(a: Any, b: Any, c: Any, tile: int) -> None:
+def naiad_matmul(a: Any, b: Any, c: Any, tile: int, block_k: int = 32) -> None:
     """``c = a @ b`` with the gallery's kernel (Triton's tutorial shape), ``tile`` x ``tile``
-    blocks of C and a K loop of 32."""
+    blocks of C and a K loop of ``block_k``."""
     m, k = a.shape
     n = b.shape[1]
     gallery.matmul_kernel[(naiad.cdiv(m, tile), naiad.cdiv(n, tile))](
-        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32)
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=block_k)
 
 
 #: Seconds of rest before each block of calls: a library's threads keep spinning on the cores
@@ -113,6 +114,27 @@ def matmul_rows(sizes: list[int], tiles: list[int], rounds: int) -> list[list[An
                             rounds, repeats)
             rows.append([f"matmul bf16 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
                          flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
+        rows += int8_rows(size, tiles, rounds, repeats, rng)
+    return rows
+
+
+def int8_rows(size: int, tiles: list[int], rounds: int, repeats: int, rng: Any) -> list[list[Any]]:
+    """int8 x int8 -> int32 (exact) against torch's ``_int_mm``, with a K loop of 64 (a whole
+    AMX tile row; the block int8 kernels pick)."""
+    if torch is None or not hasattr(torch, "_int_mm"):
+        return []
+    a, b = (torch.from_numpy(rng.integers(-128, 128, (size, size)).astype(np.int8)) for _ in range(2))
+    want = a.numpy().astype(np.int64) @ b.numpy().astype(np.int64)
+    rows = []
+    for tile in tiles:
+        c = torch.empty(size, size, dtype=torch.int32)
+        naiad_matmul(a, b, c, tile, 64)
+        check(c.numpy(), want, 0, f"int8 {size} tile {tile}")
+        seconds = timed({"naiad": lambda: naiad_matmul(a, b, c, tile, 64), "torch": lambda: torch._int_mm(a, b)},
+                        rounds, repeats)
+        flops = 2 * size ** 3
+        rows.append([f"matmul int8 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
+                     flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
     return rows
 
 
@@ -173,14 +195,14 @@ def attention_panel(rows: list[dict[str, str]]) -> plots.Lines:
 
 
 def plot(csv_path: str) -> str | None:
-    """The CSV's rows as three panels of GFLOP/s (fp32 matmul, bf16 matmul, attention) in a PNG
+    """The CSV's rows as panels of GFLOP/s (fp32, bf16 and int8 matmuls, attention) in a PNG
     beside it; returns its path, or None without matplotlib."""
     rows = plots.read_rows(csv_path, "benchmark", "tile", "naiad GFLOP/s", "numpy GFLOP/s",
                            "torch GFLOP/s")
     panels = [matmul_panel(rows, "fp32", ("numpy", "torch")), matmul_panel(rows, "bf16", ("torch",)),
-              attention_panel(rows)]
+              matmul_panel(rows, "int8", ("torch",)), attention_panel(rows)]
     return plots.write_png(csv_path, [p for p in panels if any(p.series.values())],
-                           "CPU: Naiad's tl.dot kernels against numpy (BLAS) and torch", columns=3)
+                           "CPU: Naiad's tl.dot kernels against numpy (BLAS) and torch", columns=2)
 
 
 def main() -> int:
@@ -208,7 +230,7 @@ def main() -> int:
         out = csv.writer(f)
         out.writerow(header)
         out.writerows([[r[0], r[1], *(f"{x:.4g}" for x in r[2:])] for r in rows])
-    print(f"wrote {args.csv} (ratio: numpy's time for fp32 rows, torch's for bf16 and attention, over Naiad's)")
+    print(f"wrote {args.csv} (ratio: numpy's time for fp32 rows, torch's for bf16, int8 and attention, over Naiad's)")
     plot(args.csv)
     return 0
 

@@ -50,7 +50,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_type = tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32    # exact int8 sums
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_type)
     for k in range(0, K, BLOCK_K):
         a_mask = (rm[:, None] < M) & ((k + rk)[None, :] < K)
         b_mask = ((k + rk)[:, None] < K) & (rn[None, :] < N)

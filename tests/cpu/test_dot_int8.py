@@ -78,7 +78,7 @@ def test_int8_extremes_match_numpy(low, high):
     np.testing.assert_array_equal(c, _exact(a, b))
 
 
-@pytest.mark.parametrize("count, m, n, k", [(2, 16, 32, 64), (4, 32, 16, 128)])
+@pytest.mark.parametrize("count, m, n, k", [(1, 32, 32, 64), (2, 16, 32, 64), (4, 32, 16, 128)])
 def test_batched_int8_dot_matches_numpy(count, m, n, k):
     rng = np.random.default_rng(count + m + n)
     a = rng.integers(-128, 128, (count, m, k)).astype(np.int8)

@@ -275,7 +275,7 @@ def lower_dot(kernel: Any, op: Any) -> None:
     tiles = amx_matmul.tile_product(kernel, op, m, n, k_dim)
     grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
     group = tiles.group if tiles else grouped.group if grouped else 1
-    b_ = _loaded_in_groups(kernel, op.b, group) if group > 1 and batch == 1 else None
+    b_ = _loaded_in_groups(kernel, op.b, group) if group > 1 and len(b_shape) == 2 else None
     a, c = (_operand_buffer(kernel, v) for v in (op.a, op.c))
     if b_ is None:
         b_ = _operand_buffer(kernel, op.b)
