@@ -136,3 +136,15 @@ def test_vector_math_calls_no_scalar_library_function():
     llir = kernel.asm["llir"]
     for symbol in ("@erff", "@logf", "@log2f", "@tanhf", "@llvm.log.", "@llvm.log2."):
         assert symbol not in llir, symbol
+
+
+def test_erf_from_one_to_where_it_rounds_to_one():
+    """The range where erf is 1 - erfc's polynomial, densely, both signs, and the two switches
+    (1 and 3.92) from either side: within 2 ulp (erfc's absolute error against erf's ulp)."""
+    x = np.linspace(0.9, 4.1, 1 << 16).astype(np.float32)
+    edges = np.array([np.nextafter(np.float32(v), np.float32(d)) for v in (1.0, 3.92) for d in (0, 9)],
+                     np.float32)
+    x = np.concatenate([x, -x, edges, -edges])
+    outs = {name: np.empty_like(x) for name in ("erf", "log", "log2", "tanh")}
+    vector_math[(naiad.cdiv(x.size, BLOCK),)](x, *outs.values(), x.size, BLOCK=BLOCK)
+    _check("erf", x, outs["erf"], _references(x)["erf"], 2.0)
