@@ -1,6 +1,7 @@
 """CPU matmuls and attention: Naiad's ``tl.dot`` kernels against numpy's BLAS and torch, in one run.
 
-    python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128] [--csv PATH]
+    python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128]
+                               [--dtypes fp32,bf16,int8,attention] [--csv PATH]
     python bench/cpu_matmul.py --plot bench/results/cpu-matmul.csv     # the plot, from a CSV
 
 Rows: the gallery's matmul kernel (`naiad.tools.gallery`: one program per tile x tile block
@@ -81,40 +82,59 @@ def check(got: Any, want: Any, rtol: float, what: str) -> None:
         raise AssertionError(f"{what}: relative error {error:.2e} over {rtol:.0e}")
 
 
-def matmul_rows(sizes: list[int], tiles: list[int], rounds: int) -> list[list[Any]]:
+def matmul_rows(sizes: list[int], tiles: list[int], rounds: int, dtypes: set[str]) -> list[list[Any]]:
     rows = []
     rng = np.random.default_rng(0)
     for size in sizes:
         flops = 2 * size ** 3
         a = rng.standard_normal((size, size), dtype=np.float32)
         b = rng.standard_normal((size, size), dtype=np.float32)
-        want = a.astype(np.float64) @ b.astype(np.float64)
         repeats = max(1, int(2e9 // flops))
-        for tile in tiles:
-            c = np.empty((size, size), np.float32)
-            naiad_matmul(a, b, c, tile)
-            check(c, want, 1e-4, f"fp32 {size} tile {tile}")
-            calls = {"naiad": lambda: naiad_matmul(a, b, c, tile), "numpy": lambda: a @ b}
-            if torch is not None:
-                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-                calls["torch"] = lambda: ta @ tb
-            seconds = timed(calls, rounds, repeats)
-            rows.append([f"matmul fp32 {size}^3", tile, *(flops / seconds.get(k, float("nan")) / 1e9
-                                                         for k in ("naiad", "numpy", "torch")),
-                         seconds["numpy"] / seconds["naiad"]])
+        if "fp32" in dtypes:
+            rows += fp32_rows(a, b, tiles, rounds, repeats)
         if torch is None:
             continue
-        ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()
-        want16 = ta.double() @ tb.double()
-        for tile in tiles:
-            c = torch.empty(size, size)
-            naiad_matmul(ta, tb, c, tile)
-            check(c.numpy(), want16.numpy(), 1e-4, f"bf16 {size} tile {tile}")
-            seconds = timed({"naiad": lambda: naiad_matmul(ta, tb, c, tile), "torch": lambda: ta @ tb},
-                            rounds, repeats)
-            rows.append([f"matmul bf16 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
-                         flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
-        rows += int8_rows(size, tiles, rounds, repeats, rng)
+        if "bf16" in dtypes:
+            rows += bf16_rows(a, b, tiles, rounds, repeats)
+        if "int8" in dtypes:
+            rows += int8_rows(size, tiles, rounds, repeats, rng)
+    return rows
+
+
+def fp32_rows(a: Any, b: Any, tiles: list[int], rounds: int, repeats: int) -> list[list[Any]]:
+    size = a.shape[0]
+    flops = 2 * size ** 3
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    rows = []
+    for tile in tiles:
+        c = np.empty((size, size), np.float32)
+        naiad_matmul(a, b, c, tile)
+        check(c, want, 1e-4, f"fp32 {size} tile {tile}")
+        calls = {"naiad": lambda: naiad_matmul(a, b, c, tile), "numpy": lambda: a @ b}
+        if torch is not None:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            calls["torch"] = lambda: ta @ tb
+        seconds = timed(calls, rounds, repeats)
+        rows.append([f"matmul fp32 {size}^3", tile, *(flops / seconds.get(k, float("nan")) / 1e9
+                                                     for k in ("naiad", "numpy", "torch")),
+                     seconds["numpy"] / seconds["naiad"]])
+    return rows
+
+
+def bf16_rows(a: Any, b: Any, tiles: list[int], rounds: int, repeats: int) -> list[list[Any]]:
+    size = a.shape[0]
+    flops = 2 * size ** 3
+    ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()
+    want16 = ta.double() @ tb.double()
+    rows = []
+    for tile in tiles:
+        c = torch.empty(size, size)
+        naiad_matmul(ta, tb, c, tile)
+        check(c.numpy(), want16.numpy(), 1e-4, f"bf16 {size} tile {tile}")
+        seconds = timed({"naiad": lambda: naiad_matmul(ta, tb, c, tile), "torch": lambda: ta @ tb},
+                        rounds, repeats)
+        rows.append([f"matmul bf16 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
+                     flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
     return rows
 
 
@@ -210,6 +230,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="256,512,1024,2048")
     parser.add_argument("--tiles", default="32,64,128")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dtypes", default="fp32,bf16,int8,attention",
+                        help="which rows: matmuls of fp32, bf16, int8, and attention")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "cpu-matmul.csv"))
     parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()
@@ -218,8 +240,9 @@ def main() -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     tiles = [int(t) for t in args.tiles.split(",")]
-    rows = matmul_rows(sizes, tiles, args.rounds)
-    if torch is not None:
+    dtypes = set(args.dtypes.split(","))
+    rows = matmul_rows(sizes, tiles, args.rounds, dtypes)
+    if torch is not None and "attention" in dtypes:
         rows += attention_rows(args.rounds)
     header = ["benchmark", "tile", "naiad GFLOP/s", "numpy GFLOP/s", "torch GFLOP/s", "peer/naiad time (speed ratio)"]
     print(f"{header[0]:44s} {'tile':>5s} {'naiad':>8s} {'numpy':>8s} {'torch':>8s} {'ratio':>7s}")
