@@ -1,5 +1,5 @@
-"""llvmlite's binding with every target's code generator and assembly printer initialized, once:
-what the GPU backends compile with (NVPTX, AMDGPU), where the CPU backend needs only the host's."""
+"""llvmlite's binding with code generators and assembly printers initialized, once: every
+target's for the GPU backends (NVPTX, AMDGPU), the host's alone for the CPU backend."""
 
 from __future__ import annotations
 
@@ -13,4 +13,13 @@ def all_targets() -> Any:
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    return llvm
+
+
+@functools.lru_cache(maxsize=None)
+def native_target() -> Any:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
     return llvm

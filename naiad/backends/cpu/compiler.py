@@ -165,9 +165,9 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
     from naiad.backends.cpu.lowering.amx_matmul import uses_tiles
     from naiad.backends.cpu.lowering.kernel import KernelLowering
     from naiad.backends.cpu.target import host_features, target_machine, vector_bytes
-    from naiad.backends.cpu.target import _binding
+    from naiad.codegen.llvm_binding import native_target
 
-    llvm = _binding()
+    llvm = native_target()
     machine = target_machine(target.arch)
     features = host_features().split(",")
     hooks = CPUHooks(options.bounds_check, compare_exchange_16="+cx16" in features,
@@ -194,8 +194,9 @@ def _make_llir(module: Any, metadata: dict, options: CPUOptions, target: GPUTarg
 
 
 def _make_object(llir: str, target: GPUTarget) -> bytes:
-    from naiad.backends.cpu.target import _binding, target_machine
+    from naiad.backends.cpu.target import target_machine
+    from naiad.codegen.llvm_binding import native_target
 
-    llvm = _binding()
+    llvm = native_target()
     module = llvm.parse_assembly(llir)
     return target_machine(target.arch).emit_object(module)

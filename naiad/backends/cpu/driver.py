@@ -371,9 +371,10 @@ class LoadedObject:
     """An object file loaded into this process; keeps LLVM's execution engine alive."""
 
     def __init__(self, binary: bytes):
-        from naiad.backends.cpu.target import _binding, host_target, new_target_machine
+        from naiad.backends.cpu.target import host_target, new_target_machine
+        from naiad.codegen.llvm_binding import native_target
 
-        llvm = _binding()
+        llvm = native_target()
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
                                                  new_target_machine(host_target().arch))
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))

@@ -40,9 +40,10 @@ class OpenMPTeam:
     """Runs a range of a grid's programs as one OpenMP parallel region of the loaded runtime."""
 
     def __init__(self, library: ctypes.CDLL):
-        from naiad.backends.cpu.target import _binding, host_target, new_target_machine
+        from naiad.backends.cpu.target import host_target, new_target_machine
+        from naiad.codegen.llvm_binding import native_target
 
-        llvm = _binding()
+        llvm = native_target()
         for name in _SYMBOLS:
             llvm.add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
         self.library = library          # kept loaded while the engine refers to it

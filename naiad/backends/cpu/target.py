@@ -11,27 +11,19 @@ import functools
 import platform
 
 from naiad.backends.compiler import GPUTarget
+from naiad.codegen.llvm_binding import native_target
 from naiad.errors import NaiadError
 
 
 @functools.lru_cache(maxsize=None)
-def _binding():
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    return llvm
-
-
-@functools.lru_cache(maxsize=None)
 def host_target() -> GPUTarget:
-    llvm = _binding()
+    llvm = native_target()
     return GPUTarget("cpu", f"{platform.machine()}-{llvm.get_host_cpu_name()}", 1)
 
 
 @functools.lru_cache(maxsize=None)
 def host_features() -> str:
-    return _binding().get_host_cpu_features().flatten()
+    return native_target().get_host_cpu_features().flatten()
 
 
 def vector_bytes(features: str) -> int:
@@ -53,7 +45,7 @@ def target_machine(arch: str):
 def new_target_machine(arch: str):
     """A target machine of one's own: an execution engine takes ownership of the one it gets
     and frees it with itself, so each engine needs a fresh one."""
-    llvm = _binding()
+    llvm = native_target()
     if arch != host_target().arch:
         raise NaiadError(f"cannot compile for CPU {arch!r} on this machine ({host_target().arch}) -- "
                          f"fix: compile on a machine of that kind")
