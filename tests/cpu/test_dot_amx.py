@@ -14,7 +14,6 @@ import pytest
 import naiad
 import naiad.language as tl
 from naiad.backends.cpu import amx
-from naiad.backends.cpu.knobs import KNOBS
 from naiad.backends.cpu.target import host_features
 from naiad.errors import NaiadError
 from naiad.tools.gallery import matmul_kernel
@@ -23,8 +22,15 @@ pytestmark = pytest.mark.shipped_backends
 
 torch = pytest.importorskip("torch")
 
-TILES = amx.tiles_usable(host_features().split(","), "bf16", KNOBS.amx)
-needs_tiles = pytest.mark.skipif(not TILES, reason="no AMX tiles that multiply bf16 here (or NAIAD_CPU_AMX=0)")
+FEATURES = host_features().split(",")
+TILES = amx.tiles_usable(FEATURES, "bf16", True)
+needs_tiles = pytest.mark.skipif(not TILES, reason="no AMX tiles that multiply bf16 here")
+
+
+@pytest.fixture(autouse=True)
+def tiles_on(monkeypatch):
+    """The tests' conftest clears every NAIAD_ variable: turn tiles on for each test here."""
+    monkeypatch.setenv("NAIAD_CPU_AMX", "1")
 
 
 @naiad.jit
@@ -87,7 +93,7 @@ def test_dots_not_of_whole_tiles_run_without_them():
 
 
 @needs_tiles
-@pytest.mark.parametrize("count, m, n, k", [(2, 32, 48, 64), (3, 16, 32, 32)])
+@pytest.mark.parametrize("count, m, n, k", [(1, 32, 32, 64), (2, 32, 64, 64), (4, 16, 32, 32)])
 def test_batched_dot_on_tiles_matches_numpy(count, m, n, k):
     rng = np.random.default_rng(count * m + n)
     a, b = _bf16(rng, count, m, k), _bf16(rng, count, k, n)
@@ -101,21 +107,53 @@ def test_batched_dot_on_tiles_matches_numpy(count, m, n, k):
 @needs_tiles
 def test_accumulator_and_transposed_operand_on_tiles():
     rng = np.random.default_rng(11)
-    a, b = _bf16(rng, 64, 96), _bf16(rng, 32, 96)
+    a, b = _bf16(rng, 64, 128), _bf16(rng, 32, 128)
     start = rng.standard_normal((64, 32)).astype(np.float32)
     c = torch.from_numpy(start.copy())
-    compiled = scaled_plus[(1,)](a, b, c, M=64, N=32, K=96)
+    compiled = scaled_plus[(1,)](a, b, c, M=64, N=32, K=128)
     assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
     np.testing.assert_allclose(c.numpy(), 0.5 * start + _exact(a, b.T), rtol=1e-5, atol=1e-4)
+
+
+@naiad.jit
+def one_block(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """A kernel of the knob test's own: a launch reuses what the same kernel compiled earlier
+    in the process, whatever the knob says now (the knob is part of the on-disk cache key)."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 
 
 @needs_tiles
 def test_knob_off_compiles_without_tiles(monkeypatch):
     monkeypatch.setenv("NAIAD_CPU_AMX", "0")
-    compiled, c, expected = _run_matmul(64, 64, 64, 64, 64, 32, 3)
+    rng = np.random.default_rng(3)
+    a, b = _bf16(rng, 64, 64), _bf16(rng, 64, 64)
+    c = torch.full((64, 64), float("nan"))
+    compiled = one_block[(1,)](a, b, c, M=64, N=64, K=64)
     assert "llvm.x86.tdpbf16ps" not in compiled.asm["llir"]
     assert not compiled.metadata.get("amx")
-    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(c.numpy(), _exact(a, b), rtol=1e-5, atol=1e-4)
+
+
+INT8_TILES = amx.tiles_usable(FEATURES, "int8", True)
+
+
+@pytest.mark.skipif(not INT8_TILES, reason="no AMX tiles that multiply int8 here")
+@pytest.mark.parametrize("m, n, k, bm, bn, bk", [
+    (128, 128, 256, 64, 64, 64), (16, 16, 64, 16, 16, 64), (48, 80, 192, 16, 16, 64),
+    (100, 70, 130, 32, 32, 64),                 # masked edges both ways and along K
+    (300, 260, 1000, 128, 64, 128)])
+def test_int8_matmul_on_tiles_matches_numpy(m, n, k, bm, bn, bk):
+    rng = np.random.default_rng(m + n * k)
+    a = torch.from_numpy(rng.integers(-128, 128, (m, k)).astype(np.int8))
+    b = torch.from_numpy(rng.integers(-128, 128, (k, n)).astype(np.int8))
+    c = torch.full((m, n), -1, dtype=torch.int32)
+    compiled = matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    assert "llvm.x86.tdpbssd" in compiled.asm["llir"]
+    np.testing.assert_array_equal(c.numpy(), a.numpy().astype(np.int64) @ b.numpy().astype(np.int64))
 
 
 @naiad.jit
@@ -161,7 +199,7 @@ def _tile_instructions(assembly):
             in ("ldtilecfg", "tileloadd", "tdpbf16ps", "tdpbssd", "tilestored", "tilerelease")]
 
 
-X86 = "+sse2" in host_features().split(",")
+X86 = "+sse2" in FEATURES
 
 
 @pytest.mark.skipif(not X86, reason="not an x86-64 host")

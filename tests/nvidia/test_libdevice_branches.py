@@ -32,7 +32,8 @@ def test_erf_s_coefficients_are_chosen_by_a_branch_not_selects():
     aligned = {name: [["tt.divisibility", 16]] for name in ("A", "B", "Out", "n")}
     ptx = compile_cuda(gelu_mul, {"A": "*fp32", "B": "*fp32", "Out": "*fp32", "n": "i32"},
                        {"BLOCK": 1024}, aligned, num_warps=4).asm["ptx"]
-    assert len(re.findall(r"\bselp\.f32", ptx)) < 8          # 64 (7 an element and more) before
+    # 64 before (7 an element and more); 1-4 now, by the libdevice (CUDA 13's gives 8: one an element)
+    assert len(re.findall(r"\bselp\.f32", ptx)) <= 8
     assert len(re.findall(r"@%p\d+ bra", ptx)) >= 8           # a branch an element, at least
 
 
