@@ -113,6 +113,18 @@ class JITFunction(KernelFunction, KernelInterface):
         #: Warm launches as machine code (`naiad.runtime.native_variants`).
         self._native = NativeEntries()
 
+    def __getstate__(self) -> dict:
+        """Pickled without this process's launch state (torch's Inductor sends kernels back from
+        its compile workers with their JIT function): the warm-launch entries and their machine
+        code, which the process that unpickles it builds again on its first launch."""
+        state = dict(self.__dict__)
+        state.update(_fast={}, _entry=None, _plain_entry=None, _native=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._native = NativeEntries()
+
     def _unsafe_update_src(self, new_src: str) -> None:
         """Replace the source; drops compiled kernels."""
         super()._unsafe_update_src(new_src)
