@@ -18,6 +18,8 @@ from naiad.backends.cpu.target import host_features
 from naiad.errors import NaiadError
 from naiad.tools.gallery import matmul_kernel
 
+from .test_dot_bf16_pairs import _bf16, batched
+
 pytestmark = pytest.mark.shipped_backends
 
 torch = pytest.importorskip("torch")
@@ -34,15 +36,6 @@ def tiles_on(monkeypatch):
 
 
 @naiad.jit
-def batched(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    i = tl.arange(0, B)[:, None, None]
-    a = tl.load(a_ptr + i * M * K + tl.arange(0, M)[None, :, None] * K + tl.arange(0, K)[None, None, :])
-    b = tl.load(b_ptr + i * K * N + tl.arange(0, K)[None, :, None] * N + tl.arange(0, N)[None, None, :])
-    c = tl.dot(a, b)
-    tl.store(c_ptr + i * M * N + tl.arange(0, M)[None, :, None] * N + tl.arange(0, N)[None, None, :], c)
-
-
-@naiad.jit
 def scaled_plus(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     """``c = 0.5 * c + a @ bᵀ``: the accumulator read from memory, B read down its columns."""
     rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
@@ -50,10 +43,6 @@ def scaled_plus(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.con
     b = tl.load(b_ptr + rn[None, :] * K + rk[:, None])
     c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c * 0.5))
-
-
-def _bf16(rng, *shape):
-    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).bfloat16()
 
 
 def _exact(a, b):

@@ -5,8 +5,7 @@ in tiles of ``MR`` rows by ``NR`` columns held in vector registers: for each k, 
 vectors of B's row k are loaded once and multiplied by ``MR`` broadcast elements of A's column
 k (fused multiply-add), so each loaded value is used ``MR`` or ``NR / lanes`` times.  Inputs
 narrower than fp32 are widened as they are loaded; int8 accumulates in int32.  Operands that
-are loads are first copied into buffers with vector loads wherever their rows are consecutive
-in memory (`_operand_buffer`).
+are loads are first copied into buffers (`dot_operands`).
 
 bf16 operands on a target that multiplies bf16 pairs (AVX-512 BF16's ``vdpbf16ps``: each fp32
 lane adds ``a[k] b[k] + a[k+1] b[k+1]``) go two k at a time, twice the multiply-adds of an fp32
@@ -25,226 +24,19 @@ import dataclasses
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType, i32
-from xdsl.ir import BlockArgument
 
-from naiad.backends.cpu.lowering import amx_matmul, memory
+from naiad.backends.cpu.lowering import amx_matmul
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
+from naiad.backends.cpu.lowering.dot_operands import (copy_lanes, down_columns, load_chunk, next_step,
+                                                      operand_buffer)
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
-from naiad.ir import arith, tt
-from naiad.passes.effects import defined_outside
+from naiad.ir import tt
 
 MR = 4
 #: LLVM's bfloat (`vdpbf16ps` takes vectors of it).
 _BF16 = lt.BFloatType()
-
-
-def _operand_buffer(kernel: Any, value: Any) -> Buffer:
-    """A dot operand, in a buffer; a load is copied in chunk by chunk, as fast as it can be.
-
-    The operands of a matmul are nearly always rows of consecutive elements: where the axis
-    information proves it (`KernelLowering.consecutive`) each chunk is one vector load, or else
-    it is checked at run time (the pointers may still be consecutive, which is cheaper to test
-    than to gather); and a loop's next trip is prefetched (`_next_step`): reading another part
-    of a large matrix, rows apart, each trip stalls on memory otherwise."""
-    held = kernel.lookup(value)
-    if isinstance(held, Buffer):
-        return held
-    load = held.op
-    lanes = kernel.chunk_lanes(numel(value.type))
-    if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
-        return kernel.materialize(value)
-    if _down_columns(kernel, load, lanes):
-        return _transposed_copy(kernel, value, load, lanes)
-    chunk = _copy_lanes(kernel, value, load)
-    consecutive = kernel.consecutive(load.ptr, chunk)
-    step = _next_step(kernel, load)
-    target = kernel.buffer(value.type)
-
-    def copy(i: ir.Value) -> None:
-        index = kernel.b.mul(i, ir.Constant(lt.I32, chunk))
-        kernel.chunks.store_chunk(target, index, _load_chunk(kernel, load, index, chunk, consecutive, step))
-
-    kernel.counted_loop(numel(value.type) // chunk, copy)
-    kernel.remember(value, target)
-    return target
-
-
-def _copy_lanes(kernel: Any, value: Any, load: Any) -> int:
-    """Elements of each chunk an operand is copied in: a whole vector register of narrower data
-    (twice the fp32 lanes of 16-bit data, four times of 8-bit) where its rows are consecutive
-    runs that long -- fewer chunks, each with its address, mask and prefetch to work out (bf16
-    matmuls of 32-wide tiles: 8 % faster; int8's A: 17 % of the time went to 16-byte chunks)
-    -- else a chunk as `KernelLowering.for_each_chunk` takes them."""
-    shape = shape_of(value.type)
-    lanes = kernel.row_lanes(shape)
-    size = lt.byte_size(lt.memory_type(value.type))
-    wide = lanes * 4 // size
-    if size < 4 and lanes == kernel.lanes and shape[-1] % wide == 0 and kernel.consecutive(load.ptr, wide):
-        return wide
-    return lanes
-
-
-def _down_columns(kernel: Any, load: Any, lanes: int) -> bool:
-    """Whether the unmasked 2-D block ``load`` reads runs of consecutive elements down its
-    columns and not along its rows (``k[d, n]`` at ``n * D + d``: attention's K read as Kᵀ), in
-    whole chunks of ``lanes`` both ways.  Not under bounds checks, whose checked loads take the
-    chunks as they come."""
-    shape = shape_of(load.ptr.type)
-    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes \
-            or kernel.bounds_check:
-        return False
-    info = kernel.axis_info(load.ptr)
-    return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
-
-
-def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int) -> Buffer:
-    """``load``'s block (see `_down_columns`) in a buffer, read ``lanes`` columns at a time: a
-    vector load down each column, the ``lanes x lanes`` square turned over in registers
-    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
-    bld = kernel.b
-    rows, cols = shape_of(value.type)
-    target = kernel.buffer(value.type)
-    element = lt.memory_type(load.results[0].type)
-    vtype = lt.vector(element, lanes)
-
-    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
-        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
-        columns = []
-        for j in range(lanes):
-            address = kernel.chunks.value_at(load.ptr, bld.add(first, ir.Constant(lt.I32, j)), 1)
-            columns.append(bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=lt.byte_size(element)))
-        for i, row in enumerate(_transpose_square(bld, columns)):
-            place = bld.add(first, ir.Constant(lt.I32, i * cols))
-            bld.store(row, kernel.chunks.element_pointer(target, place), align=lt.byte_size(element))
-
-    kernel.counted_loop(rows * cols // (lanes * lanes), square)
-    kernel.remember(value, target)
-    return target
-
-
-def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
-    """The ``n`` vectors of ``n`` lanes (``n`` a power of two), rows of a square, as its
-    columns: one round per bit of the index swaps that bit of the row with that bit of the
-    column -- in a round of bit ``h``, rows ``i`` and ``i + h`` become
-    ``[a[c] if c & h == 0 else b[c - h]]`` and ``[a[c + h] if c & h == 0 else b[c]]``."""
-    n = len(vectors)
-    rows = list(vectors)
-    h = 1
-    while h < n:
-        low = ir.Constant(lt.vector(lt.I32, n), [c if not c & h else n + c - h for c in range(n)])
-        high = ir.Constant(lt.vector(lt.I32, n), [c + h if not c & h else n + c for c in range(n)])
-        for i in range(n):
-            if not i & h:
-                a, b = rows[i], rows[i + h]
-                rows[i], rows[i + h] = bld.shuffle_vector(a, b, low), bld.shuffle_vector(a, b, high)
-        h *= 2
-    return rows
-
-
-def _next_step(kernel: Any, load: Any) -> ir.Value | None:
-    """How many elements the pointers of ``load`` move by the next trip of the `scf.for`
-    around it (an i64), when they move by the same amount everywhere: pointers computed from
-    the loop's induction variable (``a_ptr + (k + rk) * stride``) or carried by it (``ptrs +=
-    step``, which the loop-carried-pointers pass makes a carried offset)."""
-    parent = load.parent_op()
-    if not isinstance(parent, scf.ForOp):
-        return None
-    moved = _per_trip(kernel, load.ptr, parent)
-    return None if moved is None or isinstance(moved, int) else moved
-
-
-def _per_trip(kernel: Any, value: Any, loop: Any) -> ir.Value | int | None:
-    """What ``value`` gains from one trip of ``loop`` to the next: 0 for a value the loop does
-    not change, an i64 when every element gains the same, None when not known."""
-    if defined_outside(value, loop):
-        return 0
-    bld = kernel.b
-    if isinstance(value, BlockArgument):
-        if value.block is not loop.body.block:
-            return None
-        if value.index == 0:
-            return _as_i64(bld, kernel.scalar(loop.step))
-        following = loop.body.block.last_op.operands[value.index - 1].owner
-        if isinstance(following, arith.AddiOp) and following.lhs is value:
-            gain = _invariant_scalar(kernel, following.rhs, loop)
-            return None if gain is None else _as_i64(bld, gain)
-        return None
-    op = value.owner
-    if isinstance(op, (tt.SplatOp, tt.BroadcastOp, tt.ExpandDimsOp, arith.ExtSIOp)):
-        return _per_trip(kernel, op.operands[0], loop)
-    if isinstance(op, (tt.AddPtrOp, arith.AddiOp, arith.SubiOp)):
-        lhs, rhs = (_per_trip(kernel, v, loop) for v in op.operands)
-        if lhs is None or rhs is None:
-            return None
-        if isinstance(rhs, int):
-            return lhs
-        if isinstance(op, arith.SubiOp):
-            return bld.sub(ir.Constant(lt.I64, 0) if isinstance(lhs, int) else lhs, rhs)
-        return rhs if isinstance(lhs, int) else bld.add(lhs, rhs)
-    if isinstance(op, arith.MuliOp):
-        for moving, factor in (op.operands, op.operands[::-1]):
-            gain = _per_trip(kernel, moving, loop)
-            scale = _invariant_scalar(kernel, factor, loop)
-            if gain is not None and scale is not None:
-                return 0 if isinstance(gain, int) else bld.mul(gain, _as_i64(bld, scale))
-    return None
-
-
-def _invariant_scalar(kernel: Any, value: Any, loop: Any) -> ir.Value | None:
-    """The one number a value the loop does not change holds everywhere: a scalar, a splat of
-    one or a constant splat; else None."""
-    if not defined_outside(value, loop):
-        return None
-    known = kernel.constant_value(value)
-    if known is not None:
-        return ir.Constant(lt.I64, known)
-    while isinstance(value.owner, tt.SplatOp):
-        value = value.owner.src
-    held = kernel.lookup(value)
-    return held if isinstance(held, ir.Value) and isinstance(held.type, ir.IntType) else None
-
-
-def _as_i64(bld: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    return value if value.type == lt.I64 else bld.sext(value, lt.I64)
-
-
-def _load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive: bool,
-                step: ir.Value | None) -> ir.Value:
-    """A chunk of ``load``: one vector load when its pointers are ``consecutive``, or turn out
-    to be at run time; else a gather.  Prefetches the chunk of the next trip when ``step``
-    says where it is."""
-    def at(value: Any) -> ir.Value:
-        return kernel.chunks.value_at(value, index, lanes)
-
-    b, ctx = kernel.b, kernel.ctx(lanes)
-    element = lt.memory_type(load.results[0].type)
-    size = lt.byte_size(element)
-    addresses = at(load.ptr)
-    mask = at(load.mask) if load.mask is not None else None
-    passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
-    first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
-    if step is not None:
-        ahead = b.inttoptr(b.add(first, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
-        prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID,
-                                [lt.PTR, lt.I32, lt.I32, lt.I32])
-        b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
-                          ir.Constant(lt.I32, 1)])             # read, keep in cache, data
-
-    def emit(contiguous: bool) -> ir.Value:
-        return memory.emit_load(kernel, load, addresses, mask, passthru, lanes, contiguous)
-
-    if consecutive:
-        return emit(True)
-    ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * size for k in range(lanes)])
-    equal = b.icmp_unsigned("==", addresses, b.add(ctx.splat(first), ramp))
-    all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
-                                    [equal.type]), [equal])
-    return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,11 +69,11 @@ def lower_dot(kernel: Any, op: Any) -> None:
     grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
     group = tiles.group if tiles else grouped.group if grouped else 1
     b_ = _loaded_in_groups(kernel, op.b, group) if group > 1 and len(b_shape) == 2 else None
-    a, c = (_operand_buffer(kernel, v) for v in (op.a, op.c))
+    a, c = (operand_buffer(kernel, v) for v in (op.a, op.c))
     if grouped and grouped.unsigned_a:
         a = _moved_up(kernel, a)
     if b_ is None:
-        b_ = _operand_buffer(kernel, op.b)
+        b_ = operand_buffer(kernel, op.b)
         if group > 1:
             b_ = _grouped_rows(kernel, b_, batch, k_dim, n, group)
     target = kernel.dot_destination(op) or kernel.buffer(result.type)
@@ -322,12 +114,12 @@ def _loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
         return None
     load = held.op
     k_dim, n = shape_of(value.type)
-    if _down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
+    if down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
         return None
-    step = _next_step(kernel, load)
+    step = next_step(kernel, load)
     return _interleaved(kernel, value.type, k_dim, n, group,
-                        lambda index, lanes: _load_chunk(kernel, load, index, lanes, True, step),
-                        _copy_lanes(kernel, value, load))
+                        lambda index, lanes: load_chunk(kernel, load, index, lanes, True, step),
+                        copy_lanes(kernel, value, load))
 
 
 def _grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int) -> Buffer:

@@ -1,0 +1,224 @@
+"""Dot operands copied into buffers (`operand_buffer`), which the CPU's ``tt.dot`` (`matmul`)
+multiplies from; the chunks and prefetches `matmul` also reads B with when it interleaves B's
+rows as it loads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+from xdsl.dialects import scf
+from xdsl.ir import BlockArgument
+
+from naiad.backends.cpu.lowering import memory
+from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
+from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
+from naiad.codegen import llvm_types as lt
+from naiad.ir import arith, tt
+from naiad.passes.effects import defined_outside
+
+
+def operand_buffer(kernel: Any, value: Any) -> Buffer:
+    """A dot operand, in a buffer; a load is copied in chunk by chunk, as fast as it can be.
+
+    The operands of a matmul are nearly always rows of consecutive elements: where the axis
+    information proves it (`KernelLowering.consecutive`) each chunk is one vector load, or else
+    it is checked at run time (the pointers may still be consecutive, which is cheaper to test
+    than to gather); and a loop's next trip is prefetched (`next_step`): reading another part
+    of a large matrix, rows apart, each trip stalls on memory otherwise."""
+    held = kernel.lookup(value)
+    if isinstance(held, Buffer):
+        return held
+    load = held.op
+    lanes = kernel.chunk_lanes(numel(value.type))
+    if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
+        return kernel.materialize(value)
+    if down_columns(kernel, load, lanes):
+        return _transposed_copy(kernel, value, load, lanes)
+    chunk = copy_lanes(kernel, value, load)
+    consecutive = kernel.consecutive(load.ptr, chunk)
+    step = next_step(kernel, load)
+    target = kernel.buffer(value.type)
+
+    def copy(i: ir.Value) -> None:
+        index = kernel.b.mul(i, ir.Constant(lt.I32, chunk))
+        kernel.chunks.store_chunk(target, index, load_chunk(kernel, load, index, chunk, consecutive, step))
+
+    kernel.counted_loop(numel(value.type) // chunk, copy)
+    kernel.remember(value, target)
+    return target
+
+
+def copy_lanes(kernel: Any, value: Any, load: Any) -> int:
+    """Elements of each chunk an operand is copied in: a whole vector register of narrower data
+    (twice the fp32 lanes of 16-bit data, four times of 8-bit) where its rows are consecutive
+    runs that long -- fewer chunks, each with its address, mask and prefetch to work out (bf16
+    matmuls of 32-wide tiles: 8 % faster; int8's A: 17 % of the time went to 16-byte chunks)
+    -- else a chunk as `KernelLowering.for_each_chunk` takes them."""
+    shape = shape_of(value.type)
+    lanes = kernel.row_lanes(shape)
+    size = lt.byte_size(lt.memory_type(value.type))
+    wide = lanes * 4 // size
+    if size < 4 and lanes == kernel.lanes and shape[-1] % wide == 0 and kernel.consecutive(load.ptr, wide):
+        return wide
+    return lanes
+
+
+def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
+    """Whether the unmasked 2-D block ``load`` reads runs of consecutive elements down its
+    columns and not along its rows (``k[d, n]`` at ``n * D + d``: attention's K read as Kᵀ), in
+    whole chunks of ``lanes`` both ways.  Not under bounds checks, whose checked loads take the
+    chunks as they come."""
+    shape = shape_of(load.ptr.type)
+    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes \
+            or kernel.bounds_check:
+        return False
+    info = kernel.axis_info(load.ptr)
+    return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
+
+
+def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int) -> Buffer:
+    """``load``'s block (see `down_columns`) in a buffer, read ``lanes`` columns at a time: a
+    vector load down each column, the ``lanes x lanes`` square turned over in registers
+    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
+    bld = kernel.b
+    rows, cols = shape_of(value.type)
+    target = kernel.buffer(value.type)
+    element = lt.memory_type(load.results[0].type)
+    vtype = lt.vector(element, lanes)
+
+    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
+        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
+        columns = []
+        for j in range(lanes):
+            address = kernel.chunks.value_at(load.ptr, bld.add(first, ir.Constant(lt.I32, j)), 1)
+            columns.append(bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=lt.byte_size(element)))
+        for i, row in enumerate(_transpose_square(bld, columns)):
+            place = bld.add(first, ir.Constant(lt.I32, i * cols))
+            bld.store(row, kernel.chunks.element_pointer(target, place), align=lt.byte_size(element))
+
+    kernel.counted_loop(rows * cols // (lanes * lanes), square)
+    kernel.remember(value, target)
+    return target
+
+
+def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
+    """The ``n`` vectors of ``n`` lanes (``n`` a power of two), rows of a square, as its
+    columns: one round per bit of the index swaps that bit of the row with that bit of the
+    column -- in a round of bit ``h``, rows ``i`` and ``i + h`` become
+    ``[a[c] if c & h == 0 else b[c - h]]`` and ``[a[c + h] if c & h == 0 else b[c]]``."""
+    n = len(vectors)
+    rows = list(vectors)
+    h = 1
+    while h < n:
+        low = ir.Constant(lt.vector(lt.I32, n), [c if not c & h else n + c - h for c in range(n)])
+        high = ir.Constant(lt.vector(lt.I32, n), [c + h if not c & h else n + c for c in range(n)])
+        for i in range(n):
+            if not i & h:
+                a, b = rows[i], rows[i + h]
+                rows[i], rows[i + h] = bld.shuffle_vector(a, b, low), bld.shuffle_vector(a, b, high)
+        h *= 2
+    return rows
+
+
+def next_step(kernel: Any, load: Any) -> ir.Value | None:
+    """How many elements the pointers of ``load`` move by the next trip of the `scf.for`
+    around it (an i64), when they move by the same amount everywhere: pointers computed from
+    the loop's induction variable (``a_ptr + (k + rk) * stride``) or carried by it (``ptrs +=
+    step``, which the loop-carried-pointers pass makes a carried offset)."""
+    parent = load.parent_op()
+    if not isinstance(parent, scf.ForOp):
+        return None
+    moved = _per_trip(kernel, load.ptr, parent)
+    return None if moved is None or isinstance(moved, int) else moved
+
+
+def _per_trip(kernel: Any, value: Any, loop: Any) -> ir.Value | int | None:
+    """What ``value`` gains from one trip of ``loop`` to the next: 0 for a value the loop does
+    not change, an i64 when every element gains the same, None when not known."""
+    if defined_outside(value, loop):
+        return 0
+    bld = kernel.b
+    if isinstance(value, BlockArgument):
+        if value.block is not loop.body.block:
+            return None
+        if value.index == 0:
+            return _as_i64(bld, kernel.scalar(loop.step))
+        following = loop.body.block.last_op.operands[value.index - 1].owner
+        if isinstance(following, arith.AddiOp) and following.lhs is value:
+            gain = _invariant_scalar(kernel, following.rhs, loop)
+            return None if gain is None else _as_i64(bld, gain)
+        return None
+    op = value.owner
+    if isinstance(op, (tt.SplatOp, tt.BroadcastOp, tt.ExpandDimsOp, arith.ExtSIOp)):
+        return _per_trip(kernel, op.operands[0], loop)
+    if isinstance(op, (tt.AddPtrOp, arith.AddiOp, arith.SubiOp)):
+        lhs, rhs = (_per_trip(kernel, v, loop) for v in op.operands)
+        if lhs is None or rhs is None:
+            return None
+        if isinstance(rhs, int):
+            return lhs
+        if isinstance(op, arith.SubiOp):
+            return bld.sub(ir.Constant(lt.I64, 0) if isinstance(lhs, int) else lhs, rhs)
+        return rhs if isinstance(lhs, int) else bld.add(lhs, rhs)
+    if isinstance(op, arith.MuliOp):
+        for moving, factor in (op.operands, op.operands[::-1]):
+            gain = _per_trip(kernel, moving, loop)
+            scale = _invariant_scalar(kernel, factor, loop)
+            if gain is not None and scale is not None:
+                return 0 if isinstance(gain, int) else bld.mul(gain, _as_i64(bld, scale))
+    return None
+
+
+def _invariant_scalar(kernel: Any, value: Any, loop: Any) -> ir.Value | None:
+    """The one number a value the loop does not change holds everywhere: a scalar, a splat of
+    one or a constant splat; else None."""
+    if not defined_outside(value, loop):
+        return None
+    known = kernel.constant_value(value)
+    if known is not None:
+        return ir.Constant(lt.I64, known)
+    while isinstance(value.owner, tt.SplatOp):
+        value = value.owner.src
+    held = kernel.lookup(value)
+    return held if isinstance(held, ir.Value) and isinstance(held.type, ir.IntType) else None
+
+
+def _as_i64(bld: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    return value if value.type == lt.I64 else bld.sext(value, lt.I64)
+
+
+def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive: bool,
+                step: ir.Value | None) -> ir.Value:
+    """A chunk of ``load``: one vector load when its pointers are ``consecutive``, or turn out
+    to be at run time; else a gather.  Prefetches the chunk of the next trip when ``step``
+    says where it is."""
+    def at(value: Any) -> ir.Value:
+        return kernel.chunks.value_at(value, index, lanes)
+
+    b, ctx = kernel.b, kernel.ctx(lanes)
+    element = lt.memory_type(load.results[0].type)
+    size = lt.byte_size(element)
+    addresses = at(load.ptr)
+    mask = at(load.mask) if load.mask is not None else None
+    passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
+    first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
+    if step is not None:
+        ahead = b.inttoptr(b.add(first, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
+        prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID,
+                                [lt.PTR, lt.I32, lt.I32, lt.I32])
+        b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
+                          ir.Constant(lt.I32, 1)])             # read, keep in cache, data
+
+    def emit(contiguous: bool) -> ir.Value:
+        return memory.emit_load(kernel, load, addresses, mask, passthru, lanes, contiguous)
+
+    if consecutive:
+        return emit(True)
+    ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * size for k in range(lanes)])
+    equal = b.icmp_unsigned("==", addresses, b.add(ctx.splat(first), ramp))
+    all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
+                                    [equal.type]), [equal])
+    return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
