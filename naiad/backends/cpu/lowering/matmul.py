@@ -135,8 +135,8 @@ def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, group: int, chu
                  width: int = 16) -> Buffer:
     """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` elements interleaved
     ``group`` by ``group`` (`_grouped_rows`), ``chunk(index, width)`` giving the ``width``
-    elements from linear element ``index`` (16, or 32 where rows allow: half the chunks to
-    read)."""
+    elements from linear element ``index`` (16, or a whole 512-bit register of them where rows
+    allow, `copy_lanes`: fewer chunks to read)."""
     bld = kernel.b
     out = kernel.buffer(mlir_type)
 
