@@ -96,9 +96,9 @@ def load_chunk(kernel: Any, op: tt.LoadOp, index: ir.Value, lanes: int) -> ir.Va
 
 
 def lower_store(kernel: Any, op: tt.StoreOp) -> None:
-    def row(index: ir.Value, lanes: int, value: ir.Value) -> None:
+    def chunk(index: ir.Value, lanes: int) -> None:
         addresses, mask, contiguous = _access(kernel, op, index, lanes)
+        value = kernel.chunks.value_at(op.value, index, lanes)
         memory.store_chunk(kernel, op, addresses, value, mask, lanes, contiguous)
 
-    kernel.for_each_chunk(op.value.type, lambda index, lanes: kernel.by_rows(
-        op.value.type, index, lanes, kernel.chunks.value_at(op.value, index, lanes), row))
+    kernel.for_each_chunk(op.value.type, chunk)

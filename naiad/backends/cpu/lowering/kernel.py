@@ -26,8 +26,7 @@ from xdsl.ir import Block, SSAValue
 from naiad.backends.cpu.lowering import (block_pointers, control, debug, matmul, memory,
                                          reductions, shapes)
 from naiad.backends.cpu.lowering.tiles import (ELEMENTWISE, Buffer, ChunkEmitter, Lazy,
-                                               consecutive_lanes, numel, row_length, shape_of,
-                                               uniform_lanes)
+                                               consecutive_lanes, numel, shape_of, uniform_lanes)
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.axis_info import AxisInfo, analyze, info_of, innermost_dim
 from naiad.compiler.errors import error_at
@@ -35,9 +34,6 @@ from naiad.ir import arith, gpu, tt
 from naiad.ir.types import PointerType
 
 ARG_SLOT = 8
-#: The shortest rows chunks span (`row_lanes`); shorter ones are a chunk each, as are longer
-#: rows than the vector width.
-MIN_ROW_PIECE = 4
 #: Bytes before the argument slots in `naiad_launch`'s buffer: five int32 and padding.
 LAUNCH_HEADER = 24
 #: Tensor ops that are cheap to recompute wherever they are used (no memory traffic).
@@ -290,25 +286,12 @@ class KernelLowering:
 
     def row_lanes(self, shape: list[int]) -> int:
         """Lanes of the chunks of a tensor of ``shape``: the vector width, or the length of its
-        rows (along the innermost dimension longer than 1) where they are shorter than
-        `MIN_ROW_PIECE`.  A chunk spans rows of 4 or more: whatever depends on where rows start
-        (loads, stores, broadcasts) goes a row at a time inside it (`ChunkEmitter.joined`,
-        `by_rows`) and the arithmetic on whole vectors (a [64, 8] Welford loop: 1.4x faster on
-        one thread, 2x on two; a chunk of a row each wasted half of each 512-bit vector)."""
+        rows (along the innermost dimension longer than 1) where they are shorter, so that no
+        chunk spans two rows: lanes across rows are not known to be consecutive in memory and
+        are loaded one by one (a ``[64, 4]`` block took three times as long as ``[64, 8]``)."""
         inner = innermost_dim(shape)
         lanes = self.chunk_lanes(math.prod(shape))
-        return shape[inner] if inner is not None and shape[inner] < min(lanes, MIN_ROW_PIECE) else lanes
-
-    def by_rows(self, mlir_type: Any, index: ir.Value, lanes: int, value: ir.Value,
-                body: Callable[[ir.Value, int, ir.Value], None]) -> None:
-        """``body(index, lanes, value)`` for a chunk of a tensor of ``mlir_type``, or for each
-        row inside it where the chunk spans rows (``value``: the chunk's, cut to the row's)."""
-        row = row_length(shape_of(mlir_type))
-        if lanes <= row:
-            body(index, lanes, value)
-            return
-        for start in range(0, lanes, row):
-            body(self.b.add(index, ir.Constant(index.type, start)), row, self.chunks.piece(value, start, row))
+        return shape[inner] if inner is not None and shape[inner] < lanes else lanes
 
     def for_each_chunk(self, mlir_type: Any, body: Callable[[ir.Value, int], None]) -> None:
         """Run ``body(linear index, lanes)`` over every chunk of a tensor of ``mlir_type``."""

@@ -141,15 +141,15 @@ def lower_store(kernel: Any, op: Any) -> None:
         store_chunk(kernel, op, kernel.scalar(op.ptr), kernel.scalar(op.value), mask, 1, False)
         return
 
-    def row(index: ir.Value, lanes: int, value: ir.Value) -> None:
+    def chunk(index: ir.Value, lanes: int) -> None:
         def at(v: Any) -> ir.Value:
             return kernel.chunks.value_at(v, index, lanes)
 
         mask = at(op.mask) if op.mask is not None else None
-        store_chunk(kernel, op, at(op.ptr), value, mask, lanes, kernel.consecutive(op.ptr, lanes))
+        store_chunk(kernel, op, at(op.ptr), at(op.value), mask, lanes,
+                    kernel.consecutive(op.ptr, lanes))
 
-    kernel.for_each_chunk(op.ptr.type, lambda index, lanes: kernel.by_rows(
-        op.ptr.type, index, lanes, kernel.chunks.value_at(op.value, index, lanes), row))
+    kernel.for_each_chunk(op.ptr.type, chunk)
 
 
 def store_chunk(kernel: Any, op: Any, addresses: ir.Value, value: ir.Value, mask: ir.Value | None,

@@ -118,10 +118,6 @@ class ChunkEmitter:
         if not isinstance(held, Lazy):          # a scalar used where a tensor is expected
             return self.kernel.ctx(lanes).splat(held)
         op = held.op
-        row = row_length(shape_of(value.type))
-        if lanes > row and not isinstance(op, ELEMENTWISE) and type(op) not in _ANY_CHUNK:
-            return self.joined([self.value_at(value, self.b.add(index, ir.Constant(index.type, start)), row)
-                                for start in range(0, lanes, row)])
         handler = _SHAPE_OPS.get(type(op))
         if handler is not None:
             return handler(self, op, index, lanes)
@@ -129,22 +125,6 @@ class ChunkEmitter:
             args = [self.value_at(v, index, lanes) for v in op.operands]
             return elementwise.lower(self.kernel.ctx(lanes), op, args)
         return self.kernel.evaluate_special(op, held.index, index, lanes)
-
-    def joined(self, pieces: list[ir.Value]) -> ir.Value:
-        """Vectors of equal length, one after the other as one vector (chunks that span rows,
-        evaluated a row at a time)."""
-        while len(pieces) > 1:
-            count = lt.lanes_of(pieces[0].type)
-            order = ir.Constant(ir.VectorType(lt.I32, 2 * count), list(range(2 * count)))
-            pieces = [self.b.shuffle_vector(lo, hi, order) for lo, hi in zip(pieces[::2], pieces[1::2])]
-        return pieces[0]
-
-    def piece(self, vector: ir.Value, start: int, lanes: int) -> ir.Value:
-        """Lanes ``start .. start+lanes-1`` of ``vector``."""
-        if lanes == 1:
-            return self.b.extract_element(vector, ir.Constant(lt.I32, start))
-        return self.b.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(lt.I32, lanes),
-                                                                  list(range(start, start + lanes))))
 
     # -- buffers ----------------------------------------------------------------------------------
     def element_pointer(self, buffer: Buffer, index: ir.Value) -> ir.Value:
@@ -293,14 +273,6 @@ def _trans(em: ChunkEmitter, op: Any, index: ir.Value, lanes: int) -> ir.Value:
     return em.remap(op.src, index, lanes, source, contiguous=keeps_last, uniform=False)
 
 
-def row_length(shape: list[int]) -> int:
-    """The length of a tensor's rows: its innermost dimension longer than 1 (1 for a tensor of
-    one element).  A chunk may span rows; ops whose chunks depend on where rows start (loads,
-    broadcasts, transposes, ...) are evaluated a row at a time there (`ChunkEmitter.joined`)."""
-    inner = innermost_dim(shape)
-    return shape[inner] if inner is not None else 1
-
-
 _SHAPE_OPS: dict[type, Callable] = {
     arith.ConstantOp: _constant,
     tt.SplatOp: _splat,
@@ -310,8 +282,6 @@ _SHAPE_OPS: dict[type, Callable] = {
     tt.BroadcastOp: _broadcast,
     tt.TransOp: _trans,
 }
-#: Ops whose chunks are right at any lanes, rows or not (besides the element-wise ones).
-_ANY_CHUNK = frozenset({arith.ConstantOp, tt.SplatOp, tt.ExpandDimsOp, tt.ReshapeOp})
 
 
 # -- consecutive lanes -----------------------------------------------------------------------------
