@@ -4,7 +4,7 @@ One ``tdpbf16ps`` adds the product of a 16 x 32 bf16 tile of A and a 32 x 16 til
 16 fp32 tile of D: 8,192 multiply-adds, where AVX-512 BF16's ``vdpbf16ps`` does 32 (``tdpbssd``:
 16 x 64 int8 by 64 x 16 into int32, signed both).  B's tile holds its rows interleaved in
 groups of 2 (bf16) or 4 (int8) -- 16 rows, each 16 columns' groups of consecutive k, the layout
-`matmul._grouped_rows` makes for ``vdpbf16ps`` and ``vpdpbusd`` -- and A's is 16 rows of 64
+`dot_operands.grouped_rows` makes for ``vdpbf16ps`` and ``vpdpbusd`` -- and A's is 16 rows of 64
 bytes of consecutive k, as the A buffer holds them; so the tiles load straight from the dot's
 buffers, a stride apart.
 
@@ -25,6 +25,7 @@ import dataclasses
 
 import llvmlite.ir as ir
 
+from naiad.backends.cpu.lowering.dot_operands import grouped_offset
 from naiad.backends.cpu.lowering.tiles import Buffer
 from naiad.codegen import llvm_types as lt
 
@@ -73,7 +74,7 @@ def tile_product(kernel: Any, op: Any, m: int, n: int, k_dim: int) -> TileProduc
 
 def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer, d: Buffer, m: int, n: int,
                  k_dim: int, batch: int) -> None:
-    """``d[batch] += a[batch] @ b[batch]``, ``b_groups`` in `matmul._grouped_rows`' layout."""
+    """``d[batch] += a[batch] @ b[batch]``, ``b_groups`` in `dot_operands.grouped_rows`' layout."""
     bld = kernel.b
     call = _intrinsics(kernel.llmod, product)
     k_step, group = product.k_step, product.group
@@ -110,10 +111,9 @@ def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer,
                 row = bld.add(i0, i32(ROWS * r))
                 first = bld.add(bld.add(bld.mul(row, i32(k_dim)), k0), i32(batch * m * k_dim))
                 bld.call(call["tileloadd64"], [i8(_A_TILES + r), at(a, first), a_stride])
-            group_row = bld.add(bld.udiv(k0, i32(group)), i32(batch * k_dim // group))
+            row_group = bld.udiv(k0, i32(group))
             for c in range(strips_n):
-                column = bld.add(j0, i32(ROWS * c))
-                first = bld.mul(bld.add(bld.mul(group_row, i32(n)), column), i32(group))
+                first = grouped_offset(bld, row_group, j0, ROWS * c, n, group, batch * k_dim)
                 bld.call(call["tileloadd64"], [i8(_B_TILES + c), at(b_groups, first), b_stride])
             for r, c, tile in accumulators:
                 bld.call(call[product.instruction], [i8(tile), i8(_A_TILES + r), i8(_B_TILES + c)])

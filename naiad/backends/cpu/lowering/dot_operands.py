@@ -1,6 +1,7 @@
-"""Dot operands copied into buffers (`operand_buffer`), which the CPU's ``tt.dot`` (`matmul`)
-multiplies from; the chunks and prefetches `matmul` also reads B with when it interleaves B's
-rows as it loads them."""
+"""Dot operands copied into buffers (`operand_buffer`), which the CPU's ``tt.dot`` (`matmul`,
+`amx_matmul`) multiplies from; and B with its rows interleaved in groups of 2 or 4
+(`grouped_rows`, `loaded_in_groups`), the layout of the instructions that multiply several k
+at once, whose elements `grouped_offset` finds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
-from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
+from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import llvm_types as lt
 from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
@@ -222,3 +223,76 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
                                     [equal.type]), [equal])
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
+
+
+def loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
+    """B (``K x N``) loaded straight into `grouped_rows`' layout -- each group of rows' chunks
+    read and interleaved as they arrive, one pass instead of a copy and a second pass over it
+    -- when it is a load of rows the dot alone uses; else None."""
+    held = kernel.lookup(value)
+    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
+            or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
+        return None
+    load = held.op
+    k_dim, n = shape_of(value.type)
+    if down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
+        return None
+    step = next_step(kernel, load)
+    return _interleaved(kernel, value.type, k_dim, n, group,
+                        lambda index, lanes: load_chunk(kernel, load, index, lanes, True, step),
+                        copy_lanes(kernel, value, load))
+
+
+def grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int) -> Buffer:
+    """A copy of B (``[batch,] K x N``) whose rows are interleaved ``group`` by ``group``:
+    element ``(k, j)`` at ``(k // group * N + j) * group + k % group``, so that one 512-bit load
+    holds 16 columns' groups of consecutive k, as the grouped products of `matmul` multiply them."""
+    row = lt.vector(lt.scalar(b_.mlir_type), 16)
+    return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, group, lambda index, lanes: kernel.b.load(
+        kernel.chunks.element_pointer(b_, index), typ=row, align=1))
+
+
+def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, group: int, chunk: Any,
+                 width: int = 16) -> Buffer:
+    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` elements interleaved
+    ``group`` by ``group`` (`grouped_rows`), ``chunk(index, width)`` giving the ``width``
+    elements from linear element ``index`` (16, or a whole 512-bit register of them where rows
+    allow, `copy_lanes`: fewer chunks to read)."""
+    bld = kernel.b
+    out = kernel.buffer(mlir_type)
+
+    def rows_of_group(first_row: ir.Value) -> None:
+        start = bld.mul(first_row, ir.Constant(lt.I32, group * n))
+
+        def columns(g: ir.Value) -> None:
+            first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, width)))
+            parts = [chunk(bld.add(first, ir.Constant(lt.I32, r * n)), width) for r in range(group)]
+            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, group * width)))
+            bld.store(_interleave(bld, parts), kernel.chunks.element_pointer(out, place), align=1)
+
+        kernel.counted_loop(n // width, columns)
+
+    kernel.counted_loop(rows // group, rows_of_group)
+    return out
+
+
+def _interleave(bld: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """Vectors ``v0 .. v(g-1)`` (``g`` a power of two) as one: ``v0[0] v1[0] .. v(g-1)[0]
+    v0[1] ..``.  Each round interleaves neighbours element by element, then takes each pair as
+    one element twice as wide, so the next round moves them together."""
+    while len(parts) > 1:
+        count = lt.lanes_of(parts[0].type)
+        order = ir.Constant(lt.vector(lt.I32, 2 * count), [i // 2 + count * (i % 2) for i in range(2 * count)])
+        bits = 2 * lt.byte_size(lt.scalar_of(parts[0].type)) * 8
+        parts = [bld.bitcast(bld.shuffle_vector(lo, hi, order), lt.vector(ir.IntType(bits), count))
+                 for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def grouped_offset(bld: ir.IRBuilder, kg: ir.Value, j0: ir.Value, column: int, n: int, group: int,
+                    first_row: int) -> ir.Value:
+    """The element of `grouped_rows`' buffer where row group ``kg``'s columns from ``j0 +
+    column`` start (rows counted from ``first_row``, a batch's first)."""
+    row_group = bld.add(kg, ir.Constant(lt.I32, first_row // group))
+    return bld.mul(bld.add(bld.add(bld.mul(row_group, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, column)),
+                   ir.Constant(lt.I32, group))

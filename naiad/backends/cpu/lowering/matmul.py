@@ -9,7 +9,7 @@ are loads are first copied into buffers (`dot_operands`).
 
 bf16 operands on a target that multiplies bf16 pairs (AVX-512 BF16's ``vdpbf16ps``: each fp32
 lane adds ``a[k] b[k] + a[k+1] b[k+1]``) go two k at a time, twice the multiply-adds of an fp32
-FMA per instruction: B's rows are interleaved in pairs first (`_grouped_rows`), and A's two
+FMA per instruction: B's rows are interleaved in pairs first (`grouped_rows`), and A's two
 consecutive elements are broadcast as one 32-bit word.  The products are exact in fp32 either
 way; the instruction adds a pair's odd product first and treats denormal inputs and results
 as zero (as it does on every processor that has it).  int8 operands with an int32 accumulator
@@ -27,12 +27,10 @@ import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType, i32
 
 from naiad.backends.cpu.lowering import amx_matmul
-from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
-from naiad.backends.cpu.lowering.dot_operands import (copy_lanes, down_columns, load_chunk, next_step,
+from naiad.backends.cpu.lowering.dot_operands import (grouped_offset, grouped_rows, loaded_in_groups,
                                                       operand_buffer)
-from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
+from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
-from naiad.ir import tt
 
 MR = 4
 #: LLVM's bfloat (`vdpbf16ps` takes vectors of it).
@@ -43,7 +41,7 @@ _BF16 = lt.BFloatType()
 class GroupedProduct:
     """An instruction that multiplies ``group`` consecutive k at once: each 32-bit lane of the
     accumulator adds the products of ``group`` pairs of ``element``s, A's broadcast from one
-    32-bit word, B's from its rows interleaved ``group`` by ``group`` (`_grouped_rows`).
+    32-bit word, B's from its rows interleaved ``group`` by ``group`` (`grouped_rows`).
     ``unsigned_a``: the instruction takes A's bytes as unsigned (``vpdpbusd``), so they are
     moved up by 128 and the product corrected by 128 times B's column sums."""
 
@@ -68,14 +66,14 @@ def lower_dot(kernel: Any, op: Any) -> None:
     tiles = amx_matmul.tile_product(kernel, op, m, n, k_dim)
     grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
     group = tiles.group if tiles else grouped.group if grouped else 1
-    b_ = _loaded_in_groups(kernel, op.b, group) if group > 1 and len(b_shape) == 2 else None
+    b_ = loaded_in_groups(kernel, op.b, group) if group > 1 and len(b_shape) == 2 else None
     a, c = (operand_buffer(kernel, v) for v in (op.a, op.c))
     if grouped and grouped.unsigned_a:
         a = _moved_up(kernel, a)
     if b_ is None:
         b_ = operand_buffer(kernel, op.b)
         if group > 1:
-            b_ = _grouped_rows(kernel, b_, batch, k_dim, n, group)
+            b_ = grouped_rows(kernel, b_, batch, k_dim, n, group)
     target = kernel.dot_destination(op) or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
@@ -83,7 +81,7 @@ def lower_dot(kernel: Any, op: Any) -> None:
         if tiles:
             amx_matmul.tiled_matmul(kernel, tiles, a, b_, target, m, n, k_dim, index)
         else:
-            _matmul(kernel, a, b_, target, m, n, k_dim, index, op, grouped)
+            _matmul(kernel, a, b_, target, m, n, k_dim, index, grouped)
     kernel.env[result] = target
 
 
@@ -104,72 +102,8 @@ def _grouped_product(kernel: Any, op: Any, n: int, k_dim: int) -> GroupedProduct
     return None
 
 
-def _loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
-    """B (``K x N``) loaded straight into `_grouped_rows`' layout -- each group of rows' chunks
-    read and interleaved as they arrive, one pass instead of a copy and a second pass over it
-    -- when it is a load of rows the dot alone uses; else None."""
-    held = kernel.lookup(value)
-    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
-            or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
-        return None
-    load = held.op
-    k_dim, n = shape_of(value.type)
-    if down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
-        return None
-    step = next_step(kernel, load)
-    return _interleaved(kernel, value.type, k_dim, n, group,
-                        lambda index, lanes: load_chunk(kernel, load, index, lanes, True, step),
-                        copy_lanes(kernel, value, load))
-
-
-def _grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int) -> Buffer:
-    """A copy of B (``[batch,] K x N``) whose rows are interleaved ``group`` by ``group``:
-    element ``(k, j)`` at ``(k // group * N + j) * group + k % group``, so that one 512-bit load
-    holds 16 columns' groups of consecutive k, as `GroupedProduct` instructions multiply them."""
-    row = lt.vector(lt.scalar(b_.mlir_type), 16)
-    return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, group, lambda index, lanes: kernel.b.load(
-        kernel.chunks.element_pointer(b_, index), typ=row, align=1))
-
-
-def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, group: int, chunk: Any,
-                 width: int = 16) -> Buffer:
-    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` elements interleaved
-    ``group`` by ``group`` (`_grouped_rows`), ``chunk(index, width)`` giving the ``width``
-    elements from linear element ``index`` (16, or a whole 512-bit register of them where rows
-    allow, `copy_lanes`: fewer chunks to read)."""
-    bld = kernel.b
-    out = kernel.buffer(mlir_type)
-
-    def rows_of_group(first_row: ir.Value) -> None:
-        start = bld.mul(first_row, ir.Constant(lt.I32, group * n))
-
-        def columns(g: ir.Value) -> None:
-            first = bld.add(start, bld.mul(g, ir.Constant(lt.I32, width)))
-            parts = [chunk(bld.add(first, ir.Constant(lt.I32, r * n)), width) for r in range(group)]
-            place = bld.add(start, bld.mul(g, ir.Constant(lt.I32, group * width)))
-            bld.store(_interleave(bld, parts), kernel.chunks.element_pointer(out, place), align=1)
-
-        kernel.counted_loop(n // width, columns)
-
-    kernel.counted_loop(rows // group, rows_of_group)
-    return out
-
-
-def _interleave(bld: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
-    """Vectors ``v0 .. v(g-1)`` (``g`` a power of two) as one: ``v0[0] v1[0] .. v(g-1)[0]
-    v0[1] ..``.  Each round interleaves neighbours element by element, then takes each pair as
-    one element twice as wide, so the next round moves them together."""
-    while len(parts) > 1:
-        count = lt.lanes_of(parts[0].type)
-        order = ir.Constant(lt.vector(lt.I32, 2 * count), [i // 2 + count * (i % 2) for i in range(2 * count)])
-        bits = 2 * lt.byte_size(lt.scalar_of(parts[0].type)) * 8
-        parts = [bld.bitcast(bld.shuffle_vector(lo, hi, order), lt.vector(ir.IntType(bits), count))
-                 for lo, hi in zip(parts[::2], parts[1::2])]
-    return parts[0]
-
-
 def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim: int, batch: int,
-            op: Any, grouped: GroupedProduct | None) -> None:
+            grouped: GroupedProduct | None) -> None:
     bld = kernel.b
     acc_type = lt.scalar(d.mlir_type)
     integer = isinstance(acc_type, ir.IntType)
@@ -232,7 +166,7 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
         """``grouped.group`` k at once: each row's broadcast group of A by 16 columns' groups of
         the interleaved B."""
         g = grouped.group
-        b_vecs = [_grouped_vector(kernel, b_, _grouped_offset(bld, kg, j0, v * lanes, n, g, batch * k_dim),
+        b_vecs = [_grouped_vector(kernel, b_, grouped_offset(bld, kg, j0, v * lanes, n, g, batch * k_dim),
                                   grouped) for v in range(nr // lanes)]
         new = []
         for row, row_acc in zip(rows, acc):
@@ -244,15 +178,6 @@ def _matmul(kernel: Any, a: Buffer, b_: Buffer, d: Buffer, m: int, n: int, k_dim
         return new
 
     kernel.counted_loop(m // mr, tile)
-
-
-def _grouped_offset(bld: ir.IRBuilder, kg: ir.Value, j0: ir.Value, column: int, n: int, group: int,
-                    first_row: int) -> ir.Value:
-    """The element of `_grouped_rows`' buffer where row group ``kg``'s columns from ``j0 +
-    column`` start (rows counted from ``first_row``, a batch's first)."""
-    row_group = bld.add(kg, ir.Constant(lt.I32, first_row // group))
-    return bld.mul(bld.add(bld.add(bld.mul(row_group, ir.Constant(lt.I32, n)), j0), ir.Constant(lt.I32, column)),
-                   ir.Constant(lt.I32, group))
 
 
 def _grouped_vector(kernel: Any, b_: Buffer, offset: ir.Value, grouped: GroupedProduct) -> ir.Value:
@@ -300,7 +225,7 @@ def _column_sums(kernel: Any, b_: Buffer, k_dim: int, n: int, batch: int, groupe
         j0 = bld.mul(j_block, ir.Constant(lt.I32, 16))
 
         def add_group(kg: ir.Value, total: list[ir.Value]) -> list[ir.Value]:
-            offset = _grouped_offset(bld, kg, j0, 0, n, grouped.group, batch * k_dim)
+            offset = grouped_offset(bld, kg, j0, 0, n, grouped.group, batch * k_dim)
             return [_multiply_groups(kernel, grouped, total[0], ones, _grouped_vector(kernel, b_, offset, grouped))]
 
         total = kernel.carried_loop(0, k_dim // grouped.group, 1, [ctx.const(lt.I32, 0)], add_group)[0]
