@@ -122,20 +122,9 @@ def fp32_rows(a: Any, b: Any, tiles: list[int], rounds: int, repeats: int) -> li
 
 
 def bf16_rows(a: Any, b: Any, tiles: list[int], rounds: int, repeats: int) -> list[list[Any]]:
-    size = a.shape[0]
-    flops = 2 * size ** 3
     ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()
-    want16 = ta.double() @ tb.double()
-    rows = []
-    for tile in tiles:
-        c = torch.empty(size, size)
-        naiad_matmul(ta, tb, c, tile)
-        check(c.numpy(), want16.numpy(), 1e-4, f"bf16 {size} tile {tile}")
-        seconds = timed({"naiad": lambda: naiad_matmul(ta, tb, c, tile), "torch": lambda: ta @ tb},
-                        rounds, repeats)
-        rows.append([f"matmul bf16 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
-                     flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
-    return rows
+    return torch_rows("bf16", ta, tb, torch.float32, (ta.double() @ tb.double()).numpy(), 1e-4,
+                      lambda: ta @ tb, 32, tiles, rounds, repeats)
 
 
 def int8_rows(size: int, tiles: list[int], rounds: int, repeats: int, rng: Any) -> list[list[Any]]:
@@ -145,15 +134,23 @@ def int8_rows(size: int, tiles: list[int], rounds: int, repeats: int, rng: Any) 
         return []
     a, b = (torch.from_numpy(rng.integers(-128, 128, (size, size)).astype(np.int8)) for _ in range(2))
     want = a.numpy().astype(np.int64) @ b.numpy().astype(np.int64)
+    return torch_rows("int8", a, b, torch.int32, want, 0, lambda: torch._int_mm(a, b), 64, tiles, rounds,
+                      repeats)
+
+
+def torch_rows(dtype: str, a: Any, b: Any, out_dtype: Any, want: Any, rtol: float, peer: Callable[[], Any],
+               block_k: int, tiles: list[int], rounds: int, repeats: int) -> list[list[Any]]:
+    """Rows of the gallery matmul of torch tensors ``a @ b`` into ``out_dtype`` against
+    ``peer()`` (torch's own), each tile's result checked against ``want`` first."""
+    size = a.shape[0]
+    flops = 2 * size ** 3
     rows = []
     for tile in tiles:
-        c = torch.empty(size, size, dtype=torch.int32)
-        naiad_matmul(a, b, c, tile, 64)
-        check(c.numpy(), want, 0, f"int8 {size} tile {tile}")
-        seconds = timed({"naiad": lambda: naiad_matmul(a, b, c, tile, 64), "torch": lambda: torch._int_mm(a, b)},
-                        rounds, repeats)
-        flops = 2 * size ** 3
-        rows.append([f"matmul int8 {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
+        c = torch.empty(size, size, dtype=out_dtype)
+        naiad_matmul(a, b, c, tile, block_k)
+        check(c.numpy(), want, rtol, f"{dtype} {size} tile {tile}")
+        seconds = timed({"naiad": lambda: naiad_matmul(a, b, c, tile, block_k), "torch": peer}, rounds, repeats)
+        rows.append([f"matmul {dtype} {size}^3", tile, flops / seconds["naiad"] / 1e9, float("nan"),
                      flops / seconds["torch"] / 1e9, seconds["torch"] / seconds["naiad"]])
     return rows
 
