@@ -14,6 +14,7 @@ import naiad.language as tl
 from naiad.backends.cpu import amx
 from naiad.backends.cpu.knobs import KNOBS
 from naiad.backends.cpu.target import host_features
+from naiad.tools.gallery import matmul_kernel
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -28,19 +29,11 @@ def _instruction():
     return "llvm.x86.avx512.vpdpbusd.512" if "+avx512vnni" in FEATURES else None
 
 
-@naiad.jit
-def matmul_int8(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros([BM, BN], tl.int32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+def _matmul(a, b, c, bm, bn, bk):
+    """``c = a @ b`` by the gallery's matmul (it accumulates int8 in int32)."""
+    (m, k), n = a.shape, b.shape[1]
+    return matmul_kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, k, 1, n, 1, n, 1,
+                                                                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
 
 
 @naiad.jit
@@ -66,7 +59,7 @@ def test_int8_matmul_matches_numpy(m, n, k, bm, bn, bk):
     a = rng.integers(-128, 128, (m, k)).astype(np.int8)
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
     c = np.full((m, n), -1, np.int32)
-    compiled = matmul_int8[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](a, b, c, m, n, k, BM=bm, BN=bn, BK=bk)
+    compiled = _matmul(a, b, c, bm, bn, bk)
     np.testing.assert_array_equal(c, _exact(a, b))
     instruction = _instruction()
     if instruction and not (instruction.endswith("tdpbssd") and bk % 64):
@@ -80,7 +73,7 @@ def test_int8_extremes_match_numpy(low, high):
     a = rng.integers(low, high, (64, 256)).astype(np.int8)
     b = rng.integers(-128, 128, (256, 64)).astype(np.int8)
     c = np.zeros((64, 64), np.int32)
-    matmul_int8[(2, 2)](a, b, c, 64, 64, 256, BM=32, BN=32, BK=64)
+    _matmul(a, b, c, 32, 32, 64)
     np.testing.assert_array_equal(c, _exact(a, b))
 
 
