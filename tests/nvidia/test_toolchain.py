@@ -314,12 +314,31 @@ def test_llvm_writes_each_listed_ptx_version(arch, capfd):
 @posix_only
 def test_ptx_to_cubin_runs_ptxas_with_the_arch_options_and_ptx(clean):
     ptxas = fake_ptxas(clean / "bin")
-    cubin = toolchain.ptx_to_cubin(".version 8.0\n// the kernel\n", 90, ptxas=ptxas, maxnreg=64)
+    cubin = toolchain.ptx_to_cubin(".version 8.0\n// the kernel\n", 90, ptxas=ptxas, maxnreg=64).cubin
     args, ptx = cubin.decode().split("\n", 1)
-    assert re.fullmatch(r"ARGS -arch=sm_90a -O3 --maxrregcount=64 \S+kernel\.ptx -o \S+out\.cubin", args)
+    assert re.fullmatch(r"ARGS -arch=sm_90a -O3 -v --maxrregcount=64 \S+kernel\.ptx -o \S+out\.cubin", args)
     assert ptx == ".version 8.0\n// the kernel\n"
-    plain = toolchain.ptx_to_cubin("x", 80, ptxas=ptxas, opt_level=0).decode()
-    assert plain.startswith("ARGS -arch=sm_80 -O0 /") and "maxrregcount" not in plain
+    plain = toolchain.ptx_to_cubin("x", 80, ptxas=ptxas, opt_level=0).cubin.decode()
+    assert plain.startswith("ARGS -arch=sm_80 -O0 -v /") and "maxrregcount" not in plain
+
+
+_REPORT = """ptxas info    : Compiling entry function 'k' for 'sm_90a'
+ptxas info    : Function properties for helper
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers
+ptxas info    : Function properties for k
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 384 bytes cmem[0]
+"""
+
+
+@posix_only
+@pytest.mark.parametrize("report, registers, spilled", [(_REPORT, 255, 20), ("", 0, 0)])
+def test_ptx_to_cubin_reads_registers_and_spills_from_the_report(clean, report, registers, spilled):
+    script = _COMPILING_SCRIPT + "".join(f"echo '{line}' >&2\n" for line in report.splitlines())
+    assembled = toolchain.ptx_to_cubin("x", 90, ptxas=fake_ptxas(clean / "bin", script=script))
+    assert (assembled.registers, assembled.spill_bytes) == (registers, spilled)
+    assert assembled.cubin.startswith(b"ARGS -arch=sm_90a")
 
 
 @posix_only
@@ -363,9 +382,10 @@ def test_real_ptxas_compiles_llvm_ptx(arch):
         pytest.skip("no ptxas on this machine (pip install nvidia-cuda-nvcc)")
     llvm, machine = _nvptx_machine(arch)
     ptx = machine.emit_assembly(llvm.parse_assembly(_ADD_IR))
-    cubin = toolchain.ptx_to_cubin(ptx, arch, ptxas=ptxas, maxnreg=32)
-    assert cubin[:4] == b"\x7fELF"
-    assert b"add" in cubin
+    assembled = toolchain.ptx_to_cubin(ptx, arch, ptxas=ptxas, maxnreg=32)
+    assert assembled.cubin[:4] == b"\x7fELF"
+    assert b"add" in assembled.cubin
+    assert 0 < assembled.registers <= 32 and assembled.spill_bytes == 0
     assert re.fullmatch(r"\d+\.\d+", toolchain.ptxas_version(ptxas))
 
 

@@ -188,6 +188,7 @@ def _make_ptx(llir: str, metadata: dict, options: CUDAOptions) -> str:
 
 
 def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:
+    from naiad.backends.cuda import register_budget
     from naiad.backends.cuda.toolchain import find_ptxas, ptx_to_cubin
 
     ptxas = find_ptxas()
@@ -195,4 +196,9 @@ def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:
         metadata["binary_format"] = "ptx"
         return ptx.encode() + b"\0"
     metadata["binary_format"] = "cubin"
-    return ptx_to_cubin(ptx, options.arch, ptxas=ptxas, maxnreg=options.maxnreg)
+    if options.maxnreg is not None:
+        return ptx_to_cubin(ptx, options.arch, ptxas=ptxas, maxnreg=options.maxnreg).cubin
+    cubin, budget = register_budget.assemble(ptx, lambda text: ptx_to_cubin(text, options.arch, ptxas=ptxas))
+    if budget is not None:
+        metadata["register_budget"] = budget
+    return cubin

@@ -63,8 +63,7 @@ def optimize(module: Any, arch: int, ptx_version: int | None = None) -> str:
     llvm = _llvm()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(target_machine(arch, ptx_version), tuning)
-    with _branches_kept(llvm):
-        builder.getModulePassManager().run(module, builder)
+    builder.getModulePassManager().run(module, builder)
     text = str(module)
     _optimized["last"] = (text, module)
     return text
@@ -107,16 +106,3 @@ def _without_loop_strength_reduction(llvm: Any) -> contextlib.AbstractContextMan
     in place.  Under ncu the 8192^3 fp16 matmul took 2.41 M cycles instead of 2.59 M (Triton
     2.23 M), the 4096^3 one 368 k instead of 390 k (Triton 357 k)."""
     return _llvm_option(llvm, "-disable-lsr", "-disable-lsr=false")
-
-
-def _branches_kept(llvm: Any) -> contextlib.AbstractContextManager:
-    """Optimize with LLVM folding an if/else into selects only where one instruction is
-    speculated (``-two-entry-phi-node-folding-threshold=1``, default 4).  At the default, O3
-    turned libdevice's ``erff`` choice between two sets of 7 coefficients into 7 ``selp`` an
-    element (64 a thread in a 1-D GELU of 8 elements a thread, where Triton's PTX keeps the
-    branch: 7 predicated moves), and ptxas then issued the thread's second load of ``a`` only
-    after the first half's ``erf``: three waits on memory a thread instead of Triton's two,
-    which the 4-15 us kernels of 2^16-2^18 elements felt (0.89-0.94 of Triton).  Of the 155
-    snapshot kernels only those calling ``erf`` and ``expm1`` change."""
-    return _llvm_option(llvm, "-two-entry-phi-node-folding-threshold=1",
-                        "-two-entry-phi-node-folding-threshold=4")

@@ -14,6 +14,7 @@ for the compile-cache key.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import os
@@ -229,14 +230,23 @@ def ptxas_arch(arch: int) -> str:
     return "sm_90a" if arch == 90 else f"sm_{arch}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Assembled:
+    """A cubin and what ptxas reported of its kernel: registers a thread and bytes spilled."""
+
+    cubin: bytes
+    registers: int
+    spill_bytes: int
+
+
 def ptx_to_cubin(ptx: str, arch: int, *, ptxas: str, opt_level: int = 3,
-                 maxnreg: int | None = None) -> bytes:
-    """Assemble ``ptx`` for compute capability ``arch`` with ``ptxas``; the cubin's bytes."""
+                 maxnreg: int | None = None) -> Assembled:
+    """Assemble ``ptx`` for compute capability ``arch`` with ``ptxas``."""
     with tempfile.TemporaryDirectory(prefix="naiad-ptxas-") as folder:
         source, target = os.path.join(folder, "kernel.ptx"), os.path.join(folder, "out.cubin")
         with open(source, "w", encoding="utf-8") as f:
             f.write(ptx)
-        command = [ptxas, f"-arch={ptxas_arch(arch)}", f"-O{opt_level}"]
+        command = [ptxas, f"-arch={ptxas_arch(arch)}", f"-O{opt_level}", "-v"]
         if maxnreg is not None:
             command.append(f"--maxrregcount={maxnreg}")
         command += [source, "-o", target]
@@ -256,7 +266,16 @@ def ptx_to_cubin(ptx: str, arch: int, *, ptxas: str, opt_level: int = 3,
                 f"in Naiad's code generation: please report it with the PTX "
                 f"(NAIAD_KERNEL_DUMP=1 writes it)")
         with open(target, "rb") as f:
-            return f.read()
+            return Assembled(f.read(), *_resources(done.stdout + done.stderr))
+
+
+def _resources(report: str) -> tuple[int, int]:
+    """(registers, spill bytes) from ``ptxas -v``'s report: the largest of each over its
+    functions (the kernel's); (0, 0) where a ptxas reports neither."""
+    registers = [int(n) for n in re.findall(r"Used (\d+) registers", report)]
+    spills = [int(a) + int(b) for a, b in
+              re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)]
+    return max(registers, default=0), max(spills, default=0)
 
 
 def _release_or_unknown(ptxas: str) -> str:
