@@ -869,7 +869,7 @@ def _binary(driver: CUDADriver, as_cubin: bool) -> bytes:
         return _ptx(arch).encode()
     if ptxas is None:
         pytest.skip("no ptxas to make a cubin with")
-    return toolchain.ptx_to_cubin(_ptx(arch), arch, ptxas=ptxas)
+    return toolchain.ptx_to_cubin(_ptx(arch), arch, ptxas=ptxas).cubin
 
 
 ADD_SIGNATURE = [("x", "*fp32"), ("y", "*fp32"), ("out", "*fp32"), ("n", "i32"), ("BLOCK", "constexpr")]

@@ -91,6 +91,7 @@ class NVPTXHooks(GPUHooks):
     global_addrspace = 1
     constant_addrspace = 4
     shared_addrspace = 3
+    counts_barrier_threads = True
 
     def __init__(self, fp_fusion: bool = True, maxnreg: int | None = None, newest_ptx: int | None = None,
                  arch: int = 80):
@@ -160,11 +161,17 @@ class NVPTXHooks(GPUHooks):
         return self._special(b, f"nctaid.{'xyz'[axis]}")
 
     def barrier(self, b: ir.IRBuilder) -> None:
-        """``bar.sync 0`` through the intrinsic, which LLVM knows is convergent (inline assembly
-        is not: O3 copied it into both arms of a branch, and the threads deadlocked)."""
-        fn = lt.function(b.module, "llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [lt.I32])
+        """``bar.sync 0`` (``bar.sync 0, count`` where only `barrier_threads` remain) through
+        the intrinsic, which LLVM knows is convergent (inline assembly is not: O3 copied it into
+        both arms of a branch, and the threads deadlocked)."""
+        if self.barrier_threads is None:
+            fn = lt.function(b.module, "llvm.nvvm.barrier.cta.sync.aligned.all", lt.VOID, [lt.I32])
+            args = [ir.Constant(lt.I32, 0)]
+        else:
+            fn = lt.function(b.module, "llvm.nvvm.barrier.cta.sync.aligned.count", lt.VOID, [lt.I32, lt.I32])
+            args = [ir.Constant(lt.I32, 0), ir.Constant(lt.I32, self.barrier_threads)]
         fn.attributes.add("convergent")
-        b.call(fn, [ir.Constant(lt.I32, 0)])
+        b.call(fn, args)
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:
         """The 32-bit ``value`` of lane ``lane ^ offset``."""

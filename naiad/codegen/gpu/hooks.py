@@ -130,6 +130,11 @@ class GPUHooks(TargetHooks):
     global_addrspace: int = 1
     constant_addrspace: int = 4
     shared_addrspace: int = 3
+    #: Whether `barrier` can wait for only `barrier_threads` threads: then a kernel lets warps
+    #: that only repeat others' work leave at its start (`replicated_warps`).
+    counts_barrier_threads: bool = False
+    #: The threads that reach the kernel's barriers (set by the kernel; None: all of them).
+    barrier_threads: int | None = None
 
     def _missing(self, what: str) -> NotImplementedError:
         return NotImplementedError(f"the {self.name} backend's GPU hooks do not supply {what}")
@@ -174,8 +179,8 @@ class GPUHooks(TargetHooks):
         raise self._missing("num_programs")
 
     def barrier(self, b: ir.IRBuilder) -> None:
-        """Every thread of the block waits here; shared memory written before is visible after.
-        It must be a call LLVM knows is convergent."""
+        """Every thread of the block (`barrier_threads` of them, where set) waits here; shared
+        memory written before is visible after.  It must be a call LLVM knows is convergent."""
         raise self._missing("barrier")
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> ir.Value:

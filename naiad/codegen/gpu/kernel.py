@@ -21,7 +21,7 @@ from xdsl.ir import Block, SSAValue
 
 from naiad.codegen import elementwise, llvm_types as lt, loops
 from naiad.codegen.axis_info import AxisInfo, analyze, info_of
-from naiad.codegen.gpu import layouts as L
+from naiad.codegen.gpu import layouts as L, replicated_warps
 from naiad.codegen.gpu.assign import assign_layouts
 from naiad.codegen.gpu.hooks import GPUHooks
 from naiad.codegen.registry import registrar
@@ -110,10 +110,23 @@ class GPUKernel:
         self.warp = self.b.udiv(self.thread, ir.Constant(lt.I32, self.warp_size))
         if self.prepare is not None:
             self.prepare(self)
+        if self.hooks.counts_barrier_threads:
+            self._without_repeating_warps(replicated_warps.needed_warps(func, self.layouts, self.num_warps))
         self.lower_block(func.body.block)
         if not self.b.block.is_terminated:
             self.b.ret_void()
         return self.llmod
+
+    def _without_repeating_warps(self, needed: int) -> None:
+        """Warps from ``needed`` on return at once (`replicated_warps`); barriers count the rest."""
+        self.hooks.barrier_threads = needed * self.warp_size if needed < self.num_warps else None
+        if needed >= self.num_warps:
+            return
+        work, leave = self.function.append_basic_block("work"), self.function.append_basic_block("repeats")
+        self.b.cbranch(self.b.icmp_unsigned("<", self.warp, ir.Constant(lt.I32, needed)), work, leave)
+        self.b.position_at_end(leave)
+        self.b.ret_void()
+        self.b.position_at_end(work)
 
     def lower_block(self, block: Block) -> None:
         for op in block.ops:
