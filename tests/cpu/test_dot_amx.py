@@ -106,12 +106,24 @@ def test_accumulator_and_transposed_operand_on_tiles():
 
 @naiad.jit
 def one_block(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    """A kernel of the knob test's own: a launch reuses what the same kernel compiled earlier
-    in the process, whatever the knob says now (the knob is part of the on-disk cache key)."""
+    """A kernel of the knob tests' own (a warm launch reuses what it compiled earlier in the
+    process; the knob is part of the compile's keys, in memory and on disk)."""
     rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
     a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
     b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def test_the_knob_is_part_of_the_jit_s_key(monkeypatch):
+    """On any processor: a compile under another NAIAD_CPU_AMX is another kernel, and the first
+    is found again when the knob is set back."""
+    a, b, c = torch.zeros(16, 32).bfloat16(), torch.zeros(32, 16).bfloat16(), torch.zeros(16, 16)
+    compiled = {}
+    for value in ("0", "1", "0"):
+        monkeypatch.setenv("NAIAD_CPU_AMX", value)
+        compiled.setdefault(value, []).append(one_block.warmup(a, b, c, M=16, N=16, K=32, grid=(1,)))
+    assert compiled["0"][0] is compiled["0"][1]
+    assert compiled["1"][0] is not compiled["0"][0]
 
 
 @needs_tiles

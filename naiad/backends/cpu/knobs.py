@@ -17,9 +17,10 @@ class CPUKnobs(KnobGroup):
         "Run launches split across threads on the process's OpenMP runtime when one is loaded "
         "(torch's libgomp); off: always on Naiad's own thread pool.")
     amx = env_bool(
-        "NAIAD_CPU_AMX", False,
-        "Multiply bf16 dots on AMX tiles where the processor has them (Intel Xeon from Sapphire "
-        "Rapids); off: AVX-512 BF16 or FMA, as on other processors.")
+        "NAIAD_CPU_AMX", True,
+        "Multiply bf16 and int8 dots on AMX tiles where the processor has them (Intel Xeon from "
+        "Sapphire Rapids) and Linux grants them; off: AVX-512 BF16 / VNNI or FMA, as on other "
+        "processors.")
 
 
 KNOBS = CPUKnobs()
