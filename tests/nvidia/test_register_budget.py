@@ -103,13 +103,17 @@ class _Reported:
         self.cubin, self.registers, self.spill_bytes = cubin, registers, spill_bytes
 
 
+_LONG = _ENTRY.replace("{\n", "{\n" + "\t// padding\n" * register_budget.SHORT_PTX)
+
+
 @pytest.mark.parametrize("first, second, kept", [
     ((32, 0), (45, 0), ("budgeted", 48)),      # squeezed: the budget is kept
     ((32, 0), (48, 16), ("first", None)),      # the budget would spill
-    ((33, 0), None, ("first", None)),          # not squeezed: assembled once
-    ((0, 0), None, ("first", None)),           # a ptxas that reports nothing: assembled once
+    ((33, 0), (40, 0), ("first", None)),       # not squeezed
+    ((0, 0), (40, 0), ("first", None)),        # a ptxas that reports nothing
 ])
-def test_the_budgeted_cubin_is_kept_only_where_ptxas_squeezed_and_it_does_not_spill(first, second, kept):
+@pytest.mark.parametrize("ptx", [_ENTRY, _LONG], ids=["short", "long"])
+def test_the_budgeted_cubin_is_kept_only_where_ptxas_squeezed_and_it_does_not_spill(first, second, kept, ptx):
     calls = []
 
     def assemble(text):
@@ -118,6 +122,8 @@ def test_the_budgeted_cubin_is_kept_only_where_ptxas_squeezed_and_it_does_not_sp
         registers, spills = second if budgeted else first
         return _Reported(b"budgeted" if budgeted else b"first", registers, spills)
 
-    cubin, budget = register_budget.assemble(_ENTRY, assemble)
+    cubin, budget = register_budget.assemble(ptx, assemble)
     assert (cubin.decode(), budget) == kept
-    assert len(calls) == (1 if second is None else 2)
+    # a short PTX is assembled both ways at once; a long one a second time only where squeezed
+    squeezed = 0 < first[0] <= register_budget.SQUEEZED
+    assert len(calls) == (2 if ptx is _ENTRY or squeezed else 1)
