@@ -6,8 +6,8 @@ kernel such as ``gelu(a) * b`` that means ``b`` is loaded only after ``a``'s erf
 thread waits on memory twice, one load after the other, and a grid smaller than a wave (where
 residency does not matter) pays both latencies.  Given a budget (the PTX's ``.maxnreg``) ptxas
 schedules for it instead: with 48 the kernel above issues both loads first and uses 45
-registers (40 warps resident), and on an H100 ran 1.03-1.07x Triton 3.6 at 2^16 elements
-instead of 0.89-0.93 (docs/PERFORMANCE.md, session 29).
+registers (40 warps resident), and on an H100 ran 1.01-1.05x Triton 3.6 at 2^16 elements
+(1.04-1.07x with Naiad's erf) instead of 0.89-0.93 (docs/PERFORMANCE.md, session 29).
 
 A budget is also a ceiling, and kernels that need more registers would spill under it, so only
 kernels that ptxas squeezed to `SQUEEZED` registers or fewer are assembled again with
