@@ -196,9 +196,9 @@ def _make_cubin(ptx: str, metadata: dict, options: CUDAOptions) -> bytes:
         metadata["binary_format"] = "ptx"
         return ptx.encode() + b"\0"
     metadata["binary_format"] = "cubin"
-    if options.maxnreg is not None:
-        return ptx_to_cubin(ptx, options.arch, ptxas=ptxas, maxnreg=options.maxnreg).cubin
-    cubin, budget = register_budget.assemble(ptx, lambda text: ptx_to_cubin(text, options.arch, ptxas=ptxas))
+    # a kernel given ``maxnreg`` states it in its PTX, and register_budget leaves it as asked
+    cubin, budget = register_budget.assemble(
+        ptx, lambda text: ptx_to_cubin(text, options.arch, ptxas=ptxas, maxnreg=options.maxnreg))
     if budget is not None:
         metadata["register_budget"] = budget
     return cubin
