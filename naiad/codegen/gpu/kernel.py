@@ -119,9 +119,10 @@ class GPUKernel:
 
     def _without_repeating_warps(self, needed: int) -> None:
         """Warps from ``needed`` on return at once (`replicated_warps`); barriers count the rest."""
-        self.hooks.barrier_threads = needed * self.warp_size if needed < self.num_warps else None
         if needed >= self.num_warps:
+            self.hooks.barrier_threads = None
             return
+        self.hooks.barrier_threads = needed * self.warp_size
         work, leave = self.function.append_basic_block("work"), self.function.append_basic_block("repeats")
         self.b.cbranch(self.b.icmp_unsigned("<", self.warp, ir.Constant(lt.I32, needed)), work, leave)
         self.b.position_at_end(leave)
