@@ -99,6 +99,12 @@ def hook_key() -> str:
     return "|".join(parts) if any(parts) else ""
 
 
+def env_part(backend: Any) -> list[list]:
+    """The values of ``backend``'s `cache_env_vars` (a `BaseBackend` class or instance), as
+    ``[name, value]`` pairs: part of every compile's key, on disk and in the JIT's memory."""
+    return [[var, knobs.env_value(var)] for var in backend.cache_env_vars]
+
+
 def compile_key(src: Any, backend: Any, options: Any, target: Any) -> str:
     """The cache key of compiling ``src`` with ``backend`` and ``options`` for ``target``."""
     parts = {
@@ -109,7 +115,7 @@ def compile_key(src: Any, backend: Any, options: Any, target: Any) -> str:
         "target": target.to_json(),
         "backend": backend.hash(),
         "options": options.hash(),
-        "env": [[var, knobs.env_value(var)] for var in backend.cache_env_vars],
+        "env": env_part(backend),
         "hooks": hook_key(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

@@ -233,6 +233,7 @@ class JITFunction(KernelFunction, KernelInterface):
         ``fast_key`` (when not None) for `run`'s warm path."""
         from naiad import knobs
         from naiad.backends import selection
+        from naiad.compiler.cache import env_part
         from naiad.compiler.compiler import ASTSource, compile
 
         given = options
@@ -244,10 +245,9 @@ class JITFunction(KernelFunction, KernelInterface):
         target = driver.get_current_target()
         specialization = self.specialization(bound)
         snapshot = _dependency_snapshot(self) if fast_key is not None else None
-        # the backend's cache variables too (NAIAD_CPU_AMX...): the disk cache's key has them
         key = repr((backend.name, target, self.cache_key, specialization, sorted(options.items()),
                     "debug" in options or knobs.runtime.debug,
-                    [knobs.env_value(var) for var in backend.compiler.cache_env_vars]))     # a str: its hash is kept
+                    env_part(backend.compiler)))     # a str: its hash is kept
         kernel = self.cache.get(key)
         if kernel is None:
             self._check_options(options, backend.name, target)
