@@ -42,24 +42,13 @@ def test_no_budget_where_the_ptx_states_a_limit_or_has_no_thread_limit(ptx):
     assert register_budget.with_budget(ptx, 48) is None
 
 
-@naiad.jit
-def gelu_mul_16(A, B, Out, n, BLOCK: tl.constexpr):
-    """16-bit data, computed in fp32: ptxas loaded ``b`` only after the 8 erfs of ``a``."""
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    a = tl.load(A + offsets, mask=mask).to(tl.float32)
-    b = tl.load(B + offsets, mask=mask).to(tl.float32)
-    gelu = 0.5 * a * (1.0 + tl.erf(a * 0.7071067811865476))
-    tl.store(Out + offsets, (gelu * b).to(Out.dtype.element_ty), mask=mask)
-
-
 def _registers(ptx: str) -> int:
     return toolchain.ptx_to_cubin(ptx, 90, ptxas=toolchain.find_ptxas()).registers
 
 
 @needs_ptxas
 def test_a_gelu_that_ptxas_squeezes_gets_the_budget_and_uses_it():
-    kernel = compile_cuda(gelu_mul_16, {**GELU_SIGNATURE, "A": "*fp16", "B": "*fp16", "Out": "*fp16"},
+    kernel = compile_cuda(gelu_mul, {**GELU_SIGNATURE, "A": "*fp16", "B": "*fp16", "Out": "*fp16"},
                           {"BLOCK": 1024}, ALIGNED, num_warps=4)
     ptx = kernel.asm["ptx"]
     assert _registers(ptx) <= register_budget.SQUEEZED
@@ -96,13 +85,6 @@ def test_maxnreg_is_kept_as_asked():
     assert "register_budget" not in kernel.metadata
 
 
-class _Reported:
-    """What `toolchain.ptx_to_cubin` returns, for the choice between the two assemblies."""
-
-    def __init__(self, cubin: bytes, registers: int, spill_bytes: int):
-        self.cubin, self.registers, self.spill_bytes = cubin, registers, spill_bytes
-
-
 _LONG = _ENTRY.replace("{\n", "{\n" + "\t// padding\n" * register_budget.SHORT_PTX)
 
 
@@ -120,7 +102,7 @@ def test_the_budgeted_cubin_is_kept_only_where_ptxas_squeezed_and_it_does_not_sp
         calls.append(text)
         budgeted = ".maxnreg" in text
         registers, spills = second if budgeted else first
-        return _Reported(b"budgeted" if budgeted else b"first", registers, spills)
+        return toolchain.Assembled(b"budgeted" if budgeted else b"first", registers, spills)
 
     cubin, budget = register_budget.assemble(ptx, assemble)
     assert (cubin.decode(), budget) == kept
