@@ -10,8 +10,8 @@ Triton's tutorial 02 picks them), and 1-D fused elementwise ops over 2^16 ... 2^
 and bf16 (computed in fp32, stored in the input's dtype).  The kernels are written once, as
 Triton-language source, and imported under Naiad and under the real Triton (`gpu.py`'s method);
 torch runs its own ops.  Every result is checked against torch before it is timed, then timed
-as `gpu.py` times its bandwidth rows (CUDA events, medians, the columns taken in turn), with the
-L2 cache emptied before each timed call.
+with CUDA events, the L2 cache emptied before each timed call and the columns taking turns call
+by call; each column's median over 100 calls is its figure.
 
 Prints a table of GB/s (bytes = inputs read once + outputs written once) with the ratio Naiad /
 Triton, writes CSV (bench/results/gpu-sweep.csv by default) and, with matplotlib, a plot of the
@@ -222,32 +222,32 @@ def measure(case: Case, kernels: dict, settings: gpu.Settings) -> gpu.Row:
     return row
 
 
-def flushed_median_ms(fn: Callable[[], Any], settings: gpu.Settings, flush: Any) -> float:
-    """Median time of one call of ``fn``, the L2 cache emptied before each (`gpu.gpu_median_ms`
-    times calls back to back: at sizes near the L2's 60 MB, how much of the inputs the previous
-    call left there moved a point by 30 % from run to run)."""
-    for _ in range(settings.warmup):
-        fn()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(settings.repeats)]
-    for start, end in events:
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
-
-
 def interleaved_flushed_ms(runs: dict[str, Callable[[], Any]], settings: gpu.Settings) -> dict[str, float]:
-    """Per column, the median over ``settings.rounds`` rounds of `flushed_median_ms`, the
-    columns taken in turn in an order reversing each round (`gpu.interleaved_medians_ms`)."""
+    """Per column, the median time of one call, the L2 cache emptied before each (timing calls
+    back to back, as `gpu.gpu_median_ms` does, let the inputs the previous call left in the 60 MB
+    L2 move a point near that size by 30 %).  The columns take turns call by call, the order
+    rotating each time, so that every column sees the same GPU: timed in blocks of 20 calls
+    (torch, Naiad, Triton, then the reverse), Naiad always ran second, and 5 us kernels read
+    3-5 % apart from run to run where ncu, at fixed clocks, found their times equal."""
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.int32)
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for r in range(settings.rounds):
-        for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
-            samples[name].append(flushed_median_ms(runs[name], settings, flush))
-    return {name: statistics.median(values) for name, values in samples.items()}
+    for fn in runs.values():
+        for _ in range(settings.warmup):
+            fn()
+    names = list(runs)
+    calls = settings.rounds * settings.repeats
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(calls)] for name in names}
+    for i in range(calls):
+        for k in range(len(names)):
+            name = names[(i + k) % len(names)]
+            start, end = events[name][i]
+            flush.zero_()
+            start.record()
+            runs[name]()
+            end.record()
+    torch.cuda.synchronize()
+    return {name: statistics.median(start.elapsed_time(end) for start, end in pairs)
+            for name, pairs in events.items()}
 
 
 COLUMN_KERNELS = ("softmax", "layernorm", "rmsnorm", "row_sum")
