@@ -204,19 +204,31 @@ X86 = "+sse2" in FEATURES
 
 
 @pytest.mark.skipif(not X86, reason="not an x86-64 host")
-@pytest.mark.parametrize("bm, bn, bk, products", [(64, 64, 32, 16), (16, 16, 32, 1), (32, 16, 64, 4),
-                                                  (16, 32, 32, 2)])
-def test_lowering_for_an_amx_processor_emits_tile_instructions(bm, bn, bk, products):
-    """One dot per K step of the kernel: the configuration and the release once in the code
-    (the loops may be laid out in any order), and (bm/16)(bn/16)(bk/32) tile products, some
-    of them in loops, between loads and stores of tiles."""
+@pytest.mark.parametrize("bm, bn, bk, products, sites", [
+    (64, 64, 32, 16, 2), (16, 16, 32, 1, 2), (32, 16, 64, 4, 2), (16, 32, 32, 2, 2),
+    (32, 32, 128, 16, 1)])
+def test_lowering_for_an_amx_processor_emits_tile_instructions(bm, bn, bk, products, sites):
+    """The K loop's dot gathers its K blocks into panels of 128 k (`k_panels`): the tiles
+    multiply in two places, when a trip fills the panel and after the loop, each between a
+    configuration and a release; a K block of 128 is a panel already and multiplies in one.
+    (bm/16)(bn/16)(bk/32) tile products a K block, some of them in loops, between loads and
+    stores of tiles."""
     tiled, assembly = _assembly_for_amx_processor(_bf16_matmul(bm, bn, bk))
     lines = _tile_instructions(assembly)
     assert tiled
-    assert lines.count("ldtilecfg") == lines.count("tilerelease") == 1, lines
+    assert lines.count("ldtilecfg") == lines.count("tilerelease") == sites, lines
     unrolled = lines.count("tdpbf16ps")
-    assert unrolled > 0 and products % unrolled == 0, lines
+    assert unrolled > 0 and products * sites % unrolled == 0, lines
     assert lines.count("tileloadd") > lines.count("tilestored") > 0, lines
+
+
+@pytest.mark.skipif(not X86, reason="not an x86-64 host")
+def test_an_accumulator_read_in_the_loop_multiplies_each_trip():
+    """``acc * 0.5`` reads the accumulator between trips: no panel, one place that multiplies."""
+    a, c = torch.zeros(32, 128).bfloat16(), torch.zeros(32, 32)
+    compiled = decaying.warmup(a, torch.zeros(128, 32).bfloat16(), c, 128, M=32, N=32, BK=32, grid=(1,))
+    tiled, assembly = _assembly_for_amx_processor(compiled)
+    assert tiled and _tile_instructions(assembly).count("ldtilecfg") == 1
 
 
 @pytest.mark.skipif(not X86, reason="not an x86-64 host")
@@ -243,3 +255,71 @@ def test_kernel_compiled_for_tiles_where_linux_refuses_them(monkeypatch):
     with pytest.raises(NaiadError, match=r"kernel 'matmul_kernel' was compiled to use AMX tiles.*"
                                          r"fix: set NAIAD_CPU_AMX=0"):
         CPUDriver().load_binary("matmul_kernel", b"", {"amx": True}, 0)
+
+
+@naiad.jit
+def decaying(a_ptr, b_ptr, c_ptr, K, M: tl.constexpr, N: tl.constexpr, BK: tl.constexpr):
+    """``c = sum over K blocks i of 0.5^(blocks - 1 - i) a_i @ b_i``: the accumulator is read
+    (halved) on every trip."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc * 0.5)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@naiad.jit
+def two_sums_from(a_ptr, b_ptr, d_ptr, c_ptr, e_ptr, start, K, M: tl.constexpr, N: tl.constexpr,
+                  BK: tl.constexpr, HALVES: tl.constexpr):
+    """From column ``start`` of A on (``range(start, K, BK)``: a loop that does not start at
+    0), ``c = a @ b`` and ``e = a @ d`` (two accumulators sharing A), each K range walked in
+    ``HALVES`` inner loops of an outer one that carries the accumulators."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    other = tl.zeros((M, N), dtype=tl.float32)
+    span = tl.cdiv(tl.cdiv(K - start, BK), HALVES) * BK
+    for h in range(HALVES):
+        first = start + h * span
+        for k in range(first, tl.minimum(first + span, K), BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+            d = tl.load(d_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(a, b, acc)
+            other = tl.dot(a, d, other)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+    tl.store(e_ptr + rm[:, None] * N + rn[None, :], other)
+
+
+@needs_tiles
+@pytest.mark.parametrize("k", [0, 32, 96, 128, 160, 256, 288, 544])
+def test_panels_of_every_fill_match_numpy(k):
+    """K loops of 0-17 trips of 32: no panel, panels part full, full, full and part full."""
+    compiled, c, expected = _run_matmul(48, 32, k, 16, 32, 32, k + 1)
+    assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+def test_accumulator_read_in_the_loop_on_tiles():
+    rng = np.random.default_rng(21)
+    a, b = _bf16(rng, 32, 160), _bf16(rng, 160, 32)
+    c = torch.full((32, 32), float("nan"))
+    decaying[(1,)](a, b, c, 160, M=32, N=32, BK=32)
+    expected = np.zeros((32, 32))
+    for i in range(5):
+        expected = 0.5 * expected + _exact(a[:, 32 * i:32 * i + 32], b[32 * i:32 * i + 32])
+    np.testing.assert_allclose(c.numpy(), expected, rtol=1e-5, atol=1e-4)
+
+
+@needs_tiles
+@pytest.mark.parametrize("start, k, halves", [(0, 224, 1), (64, 352, 1), (32, 320, 2), (96, 96, 2), (0, 512, 3)])
+def test_panels_of_loops_not_from_zero_nested_and_sharing_a(start, k, halves):
+    rng = np.random.default_rng(start + k + halves)
+    a, b, d = _bf16(rng, 32, k), _bf16(rng, k, 32), _bf16(rng, k, 32)
+    c, e = torch.full((32, 32), float("nan")), torch.full((32, 32), float("nan"))
+    compiled = two_sums_from[(1,)](a, b, d, c, e, start, k, M=32, N=32, BK=32, HALVES=halves)
+    assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
+    np.testing.assert_allclose(c.numpy(), _exact(a[:, start:], b[start:]), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(e.numpy(), _exact(a[:, start:], d[start:]), rtol=1e-5, atol=1e-4)

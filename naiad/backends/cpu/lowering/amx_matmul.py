@@ -73,8 +73,12 @@ def tile_product(kernel: Any, op: Any, m: int, n: int, k_dim: int) -> TileProduc
 
 
 def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer, d: Buffer, m: int, n: int,
-                 k_dim: int, batch: int) -> None:
-    """``d[batch] += a[batch] @ b[batch]``, ``b_groups`` in `dot_operands.grouped_rows`' layout."""
+                 k_dim: int, batch: int, k_blocks: int | ir.Value = 1) -> None:
+    """``d[batch] += a[batch] @ b[batch]``, ``b_groups`` in `dot_operands.grouped_rows`' layout;
+    with ``k_blocks`` (a number or an i32), ``d += sum(a[i] @ b[i] for i in range(k_blocks))``
+    over consecutive ``[M, K]`` and ``[K, N]`` blocks from ``batch``'s, in that order: the K
+    blocks a loop's trips gathered (`k_panels`), each accumulator tile loaded and stored once
+    for all of them."""
     bld = kernel.b
     call = _intrinsics(kernel.llmod, product)
     k_step, group = product.k_step, product.group
@@ -105,20 +109,25 @@ def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer,
         for r, c, tile in accumulators:
             bld.call(call["tileloadd64"], [i8(tile), d_tile(r, c), d_stride])
 
-        def step(kk: ir.Value) -> None:
-            k0 = bld.mul(kk, i32(k_step))
-            for r in range(strips_m):
-                row = bld.add(i0, i32(ROWS * r))
-                first = bld.add(bld.add(bld.mul(row, i32(k_dim)), k0), i32(batch * m * k_dim))
-                bld.call(call["tileloadd64"], [i8(_A_TILES + r), at(a, first), a_stride])
-            row_group = bld.udiv(k0, i32(group))
-            for c in range(strips_n):
-                first = grouped_offset(bld, row_group, j0, ROWS * c, n, group, batch * k_dim)
-                bld.call(call["tileloadd64"], [i8(_B_TILES + c), at(b_groups, first), b_stride])
-            for r, c, tile in accumulators:
-                bld.call(call[product.instruction], [i8(tile), i8(_A_TILES + r), i8(_B_TILES + c)])
+        def k_block(kb: ir.Value) -> None:
+            a_first = bld.mul(bld.add(kb, i32(batch)), i32(m * k_dim))
 
-        kernel.counted_loop(k_dim // k_step, step)
+            def step(kk: ir.Value) -> None:
+                k0 = bld.mul(kk, i32(k_step))
+                for r in range(strips_m):
+                    row = bld.add(i0, i32(ROWS * r))
+                    first = bld.add(bld.add(bld.mul(row, i32(k_dim)), k0), a_first)
+                    bld.call(call["tileloadd64"], [i8(_A_TILES + r), at(a, first), a_stride])
+                row_group = bld.udiv(bld.add(bld.mul(kb, i32(k_dim)), k0), i32(group))
+                for c in range(strips_n):
+                    first = grouped_offset(bld, row_group, j0, ROWS * c, n, group, batch * k_dim)
+                    bld.call(call["tileloadd64"], [i8(_B_TILES + c), at(b_groups, first), b_stride])
+                for r, c, tile in accumulators:
+                    bld.call(call[product.instruction], [i8(tile), i8(_A_TILES + r), i8(_B_TILES + c)])
+
+            kernel.counted_loop(k_dim // k_step, step)
+
+        kernel.counted_loop(k_blocks, k_block)
         for r, c, tile in accumulators:
             bld.call(call["tilestored64"], [i8(tile), d_tile(r, c), d_stride])
 

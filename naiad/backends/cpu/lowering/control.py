@@ -219,6 +219,7 @@ def lower_for(kernel: Any, op: scf.ForOp) -> None:
     b.branch(header)
     b.position_at_end(done)
     kernel.chunks.reset_cache()
+    kernel.loop_exits(op)
     _bind(kernel, op.results, [phis.get(i, v) for i, v in enumerate(carried)])
 
 

@@ -19,8 +19,9 @@ from naiad.ir import arith, tt
 from naiad.passes.effects import defined_outside
 
 
-def operand_buffer(kernel: Any, value: Any) -> Buffer:
-    """A dot operand, in a buffer; a load is copied in chunk by chunk, as fast as it can be.
+def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffer:
+    """A dot operand, in a buffer (``into`` when given: a slot of `k_panels`); a load is copied
+    in chunk by chunk, as fast as it can be.
 
     The operands of a matmul are nearly always rows of consecutive elements: where the axis
     information proves it (`KernelLowering.consecutive`) each chunk is one vector load, or else
@@ -29,17 +30,17 @@ def operand_buffer(kernel: Any, value: Any) -> Buffer:
     of a large matrix, rows apart, each trip stalls on memory otherwise."""
     held = kernel.lookup(value)
     if isinstance(held, Buffer):
-        return held
+        return kernel.materialize(value, into)
     load = held.op
     lanes = kernel.chunk_lanes(numel(value.type))
     if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
-        return kernel.materialize(value)
+        return kernel.materialize(value, into)
     if down_columns(kernel, load, lanes):
-        return _transposed_copy(kernel, value, load, lanes)
+        return _transposed_copy(kernel, value, load, lanes, into)
     chunk = copy_lanes(kernel, value, load)
     consecutive = kernel.consecutive(load.ptr, chunk)
     step = next_step(kernel, load)
-    target = kernel.buffer(value.type)
+    target = into or kernel.buffer(value.type)
 
     def copy(i: ir.Value) -> None:
         index = kernel.b.mul(i, ir.Constant(lt.I32, chunk))
@@ -78,13 +79,13 @@ def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
     return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
 
 
-def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int) -> Buffer:
+def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, into: Buffer | None) -> Buffer:
     """``load``'s block (see `down_columns`) in a buffer, read ``lanes`` columns at a time: a
     vector load down each column, the ``lanes x lanes`` square turned over in registers
     (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
     bld = kernel.b
     rows, cols = shape_of(value.type)
-    target = kernel.buffer(value.type)
+    target = into or kernel.buffer(value.type)
     element = lt.memory_type(load.results[0].type)
     vtype = lt.vector(element, lanes)
 
@@ -225,10 +226,10 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 
-def loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
-    """B (``K x N``) loaded straight into `grouped_rows`' layout -- each group of rows' chunks
-    read and interleaved as they arrive, one pass instead of a copy and a second pass over it
-    -- when it is a load of rows the dot alone uses; else None."""
+def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = None) -> Buffer | None:
+    """B (``K x N``) loaded straight into `grouped_rows`' layout (into ``into`` when given) --
+    each group of rows' chunks read and interleaved as they arrive, one pass instead of a copy
+    and a second pass over it -- when it is a load of rows the dot alone uses; else None."""
     held = kernel.lookup(value)
     if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
             or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
@@ -240,26 +241,28 @@ def loaded_in_groups(kernel: Any, value: Any, group: int) -> Buffer | None:
     step = next_step(kernel, load)
     return _interleaved(kernel, value.type, k_dim, n, group,
                         lambda index, lanes: load_chunk(kernel, load, index, lanes, True, step),
-                        copy_lanes(kernel, value, load))
+                        copy_lanes(kernel, value, load), into)
 
 
-def grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int) -> Buffer:
-    """A copy of B (``[batch,] K x N``) whose rows are interleaved ``group`` by ``group``:
+def grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int,
+                 into: Buffer | None = None) -> Buffer:
+    """A copy of B (``[batch,] K x N``, into ``into`` when given) whose rows are interleaved
+    ``group`` by ``group``:
     element ``(k, j)`` at ``(k // group * N + j) * group + k % group``, so that one 512-bit load
     holds 16 columns' groups of consecutive k, as the grouped products of `matmul` multiply them."""
     row = lt.vector(lt.scalar(b_.mlir_type), 16)
     return _interleaved(kernel, b_.mlir_type, batch * k_dim, n, group, lambda index, lanes: kernel.b.load(
-        kernel.chunks.element_pointer(b_, index), typ=row, align=1))
+        kernel.chunks.element_pointer(b_, index), typ=row, align=1), into=into)
 
 
 def _interleaved(kernel: Any, mlir_type: Any, rows: int, n: int, group: int, chunk: Any,
-                 width: int = 16) -> Buffer:
-    """A new buffer of ``mlir_type`` holding ``rows`` rows of ``n`` elements interleaved
+                 width: int = 16, into: Buffer | None = None) -> Buffer:
+    """A new buffer of ``mlir_type`` (or ``into``) holding ``rows`` rows of ``n`` elements interleaved
     ``group`` by ``group`` (`grouped_rows`), ``chunk(index, width)`` giving the ``width``
     elements from linear element ``index`` (16, or a whole 512-bit register of them where rows
     allow, `copy_lanes`: fewer chunks to read)."""
     bld = kernel.b
-    out = kernel.buffer(mlir_type)
+    out = into or kernel.buffer(mlir_type)
 
     def rows_of_group(first_row: ir.Value) -> None:
         start = bld.mul(first_row, ir.Constant(lt.I32, group * n))

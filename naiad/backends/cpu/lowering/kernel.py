@@ -73,6 +73,8 @@ class KernelLowering:
         #: Loop-body values computed a chunk at a time with the yields they feed
         #: (`control.fused_values`): never materialized for their several uses.
         self.fused: set[SSAValue] = set()
+        #: Code to emit where an `scf.for` exits, before its results are used (`after_loop`).
+        self._after_loops: dict[Any, list[Callable[[], None]]] = {}
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -214,10 +216,11 @@ class KernelLowering:
         (pointers: one address), as `uniform_lanes` reads it."""
         return uniform_lanes(self.axis_info(value), shape_of(value.type), lanes)
 
-    def buffer(self, mlir_type: Any) -> Buffer:
-        """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry)."""
+    def buffer(self, mlir_type: Any, copies: int = 1) -> Buffer:
+        """A fresh stack buffer for a tensor of ``mlir_type`` (allocated once, at entry), or
+        for ``copies`` of them one after another (the buffer is the first)."""
         storage = lt.memory_type(mlir_type)
-        count = numel(mlir_type)
+        count = numel(mlir_type) * copies
         ptr = self.alloca_builder.alloca(ir.ArrayType(storage, count))
         ptr.align = 64
         self.scratch_bytes += count * lt.byte_size(storage)
@@ -299,16 +302,17 @@ class KernelLowering:
         lanes = self.row_lanes(shape_of(mlir_type))
         self.counted_loop(count // lanes, lambda i: body(self.b.mul(i, ir.Constant(lt.I32, lanes)), lanes))
 
-    def counted_loop(self, trips: int, body: Callable[[ir.Value], None]) -> None:
-        """``for i in range(trips): body(i)`` as an LLVM loop (inline when it runs once)."""
-        if trips == 1:
+    def counted_loop(self, trips: int | ir.Value, body: Callable[[ir.Value], None]) -> None:
+        """``for i in range(trips): body(i)`` as an LLVM loop (inline when it runs once);
+        ``trips`` a number or an i32 known only at run time."""
+        if isinstance(trips, int) and trips == 1:
             saved = self.chunks.set_aside()
             body(ir.Constant(lt.I32, 0))
             self.chunks.restore(saved)
             return
         self.carried_loop(0, trips, 1, [], lambda i, values: (body(i), values)[1])
 
-    def carried_loop(self, start: int, end: int, step: int, values: list[ir.Value],
+    def carried_loop(self, start: int, end: int | ir.Value, step: int, values: list[ir.Value],
                      body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
         """``for k in range(start, end, step): values = body(k, values)`` as an LLVM loop whose
         carried values are phis; returns the values after the loop.
@@ -324,8 +328,8 @@ class KernelLowering:
             self.chunks.restore(saved)
             return updated
 
-        return loops.carried_loop(b, "loop", start, lambda k: b.icmp_signed("<", k, ir.Constant(lt.I32, end)),
-                                  values, step_body, step)
+        bound = end if isinstance(end, ir.Value) else ir.Constant(lt.I32, end)
+        return loops.carried_loop(b, "loop", start, lambda k: b.icmp_signed("<", k, bound), values, step_body, step)
 
     def choose(self, condition: ir.Value, then: Callable[[], Any], otherwise: Callable[[], Any],
                result_type: ir.Type | None) -> ir.Value | None:
@@ -440,6 +444,16 @@ class KernelLowering:
 
     def dot_destination(self, op: Any) -> Buffer | None:
         return control.dot_destination(self, op)
+
+    def after_loop(self, loop: Any, emit: Callable[[], None]) -> None:
+        """Have ``emit()`` run at the exit of ``loop`` (an `scf.for` being lowered), before
+        anything reads its results: a dot of `k_panels` multiplies what its last trips left."""
+        self._after_loops.setdefault(loop, []).append(emit)
+
+    def loop_exits(self, loop: Any) -> None:
+        """Emit what `after_loop` asked for at ``loop``'s exit (called there, by `control`)."""
+        for emit in self._after_loops.pop(loop, []):
+            emit()
 
     def evaluate_special(self, op: Any, result_index: int, index: ir.Value, lanes: int) -> ir.Value:
         """Chunks of lazy ops that are neither element-wise rules nor the index remaps of `tiles`:

@@ -26,7 +26,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import TensorType, i32
 
-from naiad.backends.cpu.lowering import amx_matmul
+from naiad.backends.cpu.lowering import amx_matmul, k_panels
 from naiad.backends.cpu.lowering.dot_operands import (grouped_offset, grouped_rows, loaded_in_groups,
                                                       operand_buffer)
 from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
@@ -66,17 +66,24 @@ def lower_dot(kernel: Any, op: Any) -> None:
     tiles = amx_matmul.tile_product(kernel, op, m, n, k_dim)
     grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
     group = tiles.group if tiles else grouped.group if grouped else 1
-    b_ = loaded_in_groups(kernel, op.b, group) if group > 1 and len(b_shape) == 2 else None
-    a, c = (operand_buffer(kernel, v) for v in (op.a, op.c))
+    gathered = k_panels.panel(kernel, op, tiles.k_step) if tiles else None
+    a_into, b_into = (gathered.a_slot(kernel), gathered.b_slot(kernel)) if gathered else (None, None)
+    b_ = loaded_in_groups(kernel, op.b, group, b_into) if group > 1 and len(b_shape) == 2 else None
+    a, c = operand_buffer(kernel, op.a, a_into), operand_buffer(kernel, op.c)
     if grouped and grouped.unsigned_a:
         a = _moved_up(kernel, a)
     if b_ is None:
         b_ = operand_buffer(kernel, op.b)
         if group > 1:
-            b_ = grouped_rows(kernel, b_, batch, k_dim, n, group)
+            b_ = grouped_rows(kernel, b_, batch, k_dim, n, group, b_into)
     target = kernel.dot_destination(op) or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
+    if gathered:
+        k_panels.multiply(kernel, op, gathered, lambda blocks: amx_matmul.tiled_matmul(
+            kernel, tiles, gathered.a, gathered.b, target, m, n, k_dim, 0, blocks))
+        kernel.env[result] = target
+        return
     for index in range(batch):
         if tiles:
             amx_matmul.tiled_matmul(kernel, tiles, a, b_, target, m, n, k_dim, index)

@@ -1,0 +1,99 @@
+"""A loop's tile dots gathered over several trips into panels of K, multiplied once per panel.
+
+A matmul kernel's K loop runs ``acc = tl.dot(a, b, acc)`` over K blocks of 32-64.  On AMX tiles
+(`amx_matmul`) each dot loads every 16 x 16 accumulator tile of ``acc`` from memory and stores
+it back, around as few as one tile multiply per block: with the tutorial's K block of 32 in
+bf16, the accumulator's traffic costs more than the multiplies.  Where the loop's accumulator
+is this dot's alone -- it feeds only this dot, whose result only goes back into it
+(`control.dot_destination`) -- nothing reads it between trips, so the multiply can wait: each
+trip copies its operands into its slot of a panel (A's ``[M, K]`` blocks one after another,
+B's grouped ``[K, N]`` blocks likewise, which together read as one grouped ``[slots * K, N]``),
+and every ``slots``-th trip multiplies the whole panel, each accumulator tile loaded and stored
+once.  After the loop, a panel left part full is multiplied too.  The sums are added in the
+same order as trip by trip, so the results are the same to the bit.
+
+On the Xeon of the lent machine, the bench's matmul with four times the K per dot ran
+1.12-1.46x faster in bf16 and 1.11-1.25x in int8 (docs/PERFORMANCE.md, session 30).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects import scf
+
+from naiad.backends.cpu.lowering.tiles import Buffer, numel
+from naiad.codegen import llvm_types as lt
+
+#: Tile steps of K a panel holds (4 x 32 bf16, 4 x 64 int8).
+PANEL_STEPS = 4
+#: The most bytes of operands a panel keeps on the stack (A's and B's slots together).
+PANEL_BYTES = 256 << 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """The slots of one dot's operands: ``a`` and ``b`` the first slot of each (later slots
+    follow, one operand's size apart), ``slot`` this trip's (an i32)."""
+
+    a: Buffer
+    b: Buffer
+    slots: int
+    slot: ir.Value
+
+    def a_slot(self, kernel: Any) -> Buffer:
+        return _slot(kernel, self.a, self.slot)
+
+    def b_slot(self, kernel: Any) -> Buffer:
+        return _slot(kernel, self.b, self.slot)
+
+
+def panel(kernel: Any, op: Any, k_step: int) -> Panel | None:
+    """The panel ``op`` (a 2-D dot, one of ``k_step`` K per tile step) gathers its trips in,
+    or None where it multiplies as it goes: its accumulator is not the loop's alone, or its K
+    block already makes a panel, or two would not fit `PANEL_BYTES`."""
+    if len(op.a.type.get_shape()) != 2 or kernel.dot_destination(op) is None:
+        return None
+    k_dim = op.a.type.get_shape()[1]
+    operand_bytes = sum(numel(v.type) * lt.byte_size(lt.memory_type(v.type)) for v in (op.a, op.b))
+    slots = min(PANEL_STEPS * k_step // k_dim, PANEL_BYTES // operand_bytes)
+    if slots < 2:
+        return None
+    slot = kernel.b.urem(_trip(kernel.b, *_counter(kernel, op.parent_op())), ir.Constant(lt.I32, slots))
+    a, b = (kernel.buffer(v.type, copies=slots) for v in (op.a, op.b))
+    return Panel(a, b, slots, slot)
+
+
+def multiply(kernel: Any, op: Any, gathered: Panel, run: Callable[[int | ir.Value], None]) -> None:
+    """``run(k_blocks)`` (the dot over the panel's first ``k_blocks`` slots) when this trip
+    fills the panel, and after ``op``'s loop over the slots its last trips filled, if any."""
+    bld = kernel.b
+    full = bld.icmp_unsigned("==", gathered.slot, ir.Constant(lt.I32, gathered.slots - 1))
+    kernel.choose(full, lambda: run(gathered.slots), lambda: None, None)
+    loop = op.parent_op()
+    counter = _counter(kernel, loop)
+
+    def rest() -> None:                     # at the loop's exit: the induction variable's last value
+        filled = bld.urem(_trip(bld, *counter), ir.Constant(lt.I32, gathered.slots))
+        kernel.choose(bld.icmp_unsigned("!=", filled, ir.Constant(lt.I32, 0)), lambda: run(filled),
+                      lambda: None, None)
+
+    kernel.after_loop(loop, rest)
+
+
+def _counter(kernel: Any, loop: scf.ForOp) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """``loop``'s induction variable (its phi in the loop's header), lower bound and step."""
+    return tuple(kernel.scalar(v) for v in (loop.body.block.args[0], loop.lb, loop.step))
+
+
+def _trip(bld: ir.IRBuilder, iv: ir.Value, lb: ir.Value, step: ir.Value) -> ir.Value:
+    """Which trip of a loop ``iv`` is at, counted from 0 (an i32): ``(iv - lb) / step``."""
+    trip = bld.sdiv(bld.sub(iv, lb), step)
+    return trip if trip.type == lt.I32 else bld.trunc(trip, lt.I32)
+
+
+def _slot(kernel: Any, first: Buffer, slot: ir.Value) -> Buffer:
+    start = kernel.b.mul(slot, ir.Constant(lt.I32, numel(first.mlir_type)))
+    return Buffer(kernel.chunks.element_pointer(first, start), first.mlir_type)
