@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import re
 import statistics
@@ -58,18 +59,30 @@ def naiad_matmul(a: Any, b: Any, c: Any, tile: int, block_k: int = 32) -> None:
 REST = 0.25
 
 
+#: Seconds a block of calls lasts at least (up to `MOST_REPEATS` calls): a single call of a few
+#: milliseconds, right after the block's wake-up call, read 2-10x apart from round to round on
+#: the 16-core Xeon.
+BLOCK_SECONDS = 0.05
+MOST_REPEATS = 100
+
+
 def timed(calls: dict[str, Callable[[], Any]], rounds: int, repeats: int) -> dict[str, float]:
-    """Median seconds of one call of each, over ``rounds`` rounds of ``repeats`` calls taking the
-    columns in turn (the order reversing each round), each block after a rest (`REST`)."""
-    for call in calls.values():
+    """Median seconds of one call of each, over ``rounds`` rounds of at least ``repeats`` calls
+    (more where a call is short: `BLOCK_SECONDS`) taking the columns in turn (the order
+    reversing each round), each block after a rest (`REST`)."""
+    counts = {}
+    for name, call in calls.items():
+        start = time.perf_counter()
         call()
+        seconds = time.perf_counter() - start
+        counts[name] = max(repeats, min(MOST_REPEATS, math.ceil(BLOCK_SECONDS / max(seconds, 1e-9))))
     samples: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
             time.sleep(REST)
             calls[name]()                   # the block's first call wakes its threads
-            for _ in range(repeats):
+            for _ in range(counts[name]):
                 start = time.perf_counter()
                 calls[name]()
                 samples[name].append(time.perf_counter() - start)
