@@ -13,7 +13,9 @@ once.  After the loop, a panel left part full is multiplied too.  The sums are a
 same order as trip by trip, so the results are the same to the bit.
 
 On the Xeon of the lent machine, the bench's matmul with four times the K per dot ran
-1.12-1.46x faster in bf16 and 1.11-1.25x in int8 (docs/PERFORMANCE.md, session 30).
+1.12-1.46x faster in bf16 and 1.11-1.25x in int8; with panels, at the K block of 32 (bf16) or
+64 (int8), 2048^3 ran 1.10-1.35x faster, best against best of four noisy runs each
+(docs/PERFORMANCE.md, session 30).
 """
 
 from __future__ import annotations
