@@ -1,0 +1,147 @@
+"""Where a CPU matmul's time goes: one ``tile`` x ``tile`` fp32 dot kernel taken apart, on one
+thread, against numpy on one thread, in one run.
+
+    NAIAD_CPU_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/cpu_matmul_parts.py [--tile 32] [--size 1024] [--csv PATH]
+
+Rows, each a Triton-language kernel of K blocks of 32:
+
+- ``dot alone``: ``acc = tl.dot(a, b, acc)`` over operands loaded once, before the K loop;
+- ``copies from L1``: the operands loaded again every trip, from the same few KB;
+- ``masked copies from L1``: the same loads under the gallery kernel's masks (M, N and K
+  given at run time);
+- ``moving through the matrices``: unmasked tiles walking a ``size`` x ``size`` pair of
+  matrices as the gallery's kernel does (``size``^3 work);
+- ``gallery kernel``: `naiad.tools.gallery.matmul_kernel` at ``size``^3.
+
+The first three run 64 programs over a K of 16,384.  Figures are the best of 5 rounds of 3
+calls (GFLOP/s); numpy's is ``a @ b`` at ``size``^3 on the thread count its BLAS was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+import naiad
+import naiad.language as tl
+from naiad.tools.gallery import matmul_kernel
+
+PROGRAMS = 64
+LONG_K = 1 << 14
+BLOCK_K = 32
+
+
+@naiad.jit
+def dot_alone(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+@naiad.jit
+def copies_in_l1(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                 MASKED: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        if MASKED:
+            a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :],
+                        mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :],
+                        mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        else:
+            a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+            b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+@naiad.jit
+def moving(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Program ``pid`` multiplies row block ``pid % (K / BM)`` by column block ``pid // (K / BM)``
+    of two K x K matrices, unmasked."""
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    pid = tl.program_id(0)
+    row_blocks = K // BM
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + ((pid % row_blocks) * BM + rm)[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * K + (pid // row_blocks) * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+def best_gflops(call: Callable[[], Any], flops: float, rounds: int = 5, calls: int = 3) -> float:
+    call()
+    best = 0.0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = max(best, calls * flops / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def rows(tile: int, size: int) -> list[tuple[str, float]]:
+    rng = np.random.default_rng(0)
+    small_a = rng.random((tile, BLOCK_K), dtype=np.float32)
+    small_b = rng.random((BLOCK_K, tile), dtype=np.float32)
+    out = np.zeros((max(PROGRAMS, (size // tile) ** 2), tile, tile), np.float32)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    c = np.empty((size, size), np.float32)
+    long_flops, flops = 2.0 * PROGRAMS * tile * tile * LONG_K, 2.0 * size ** 3
+    blocks = (size // tile) ** 2
+    small = dict(BM=tile, BN=tile, BK=BLOCK_K)
+    return [
+        ("dot alone", best_gflops(lambda: dot_alone[(PROGRAMS,)](small_a, small_b, out, LONG_K, **small),
+                                  long_flops)),
+        ("copies from L1", best_gflops(lambda: copies_in_l1[(PROGRAMS,)](
+            small_a, small_b, out, tile, tile, LONG_K, MASKED=False, **small), long_flops)),
+        ("masked copies from L1", best_gflops(lambda: copies_in_l1[(PROGRAMS,)](
+            small_a, small_b, out, tile, tile, LONG_K, MASKED=True, **small), long_flops)),
+        (f"moving through {size}^3", best_gflops(lambda: moving[(blocks,)](a, b, out, size, **small), flops)),
+        (f"gallery kernel {size}^3", best_gflops(lambda: matmul_kernel[(size // tile, size // tile)](
+            a, b, c, size, size, size, size, 1, size, 1, size, 1, BLOCK_M=tile, BLOCK_N=tile,
+            BLOCK_K=BLOCK_K), flops)),
+        (f"numpy {size}^3", best_gflops(lambda: a @ b, flops)),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tile", type=int, default=32)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results",
+                                                      "cpu-matmul-parts.csv"))
+    args = parser.parse_args()
+    if args.size % args.tile or args.size % BLOCK_K:
+        sys.exit(f"--size must be a multiple of --tile and of {BLOCK_K}")
+    measured = rows(args.tile, args.size)
+    numpy_rate = measured[-1][1]
+    print(f"tile {args.tile}, K blocks of {BLOCK_K}, threads: NAIAD_CPU_THREADS="
+          f"{os.environ.get('NAIAD_CPU_THREADS', '(all)')}")
+    print(f"{'kernel':32s} {'GFLOP/s':>8s} {'/ numpy':>8s}")
+    for name, rate in measured:
+        print(f"{name:32s} {rate:8.1f} {rate / numpy_rate:8.2f}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["kernel", "tile", "GFLOP/s", "over numpy"])
+        writer.writerows([name, args.tile, f"{rate:.1f}", f"{rate / numpy_rate:.3f}"] for name, rate in measured)
+    print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
