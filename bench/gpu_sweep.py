@@ -226,9 +226,9 @@ def interleaved_flushed_ms(runs: dict[str, Callable[[], Any]], settings: gpu.Set
     """Per column, the median time of one call, the L2 cache emptied before each (timing calls
     back to back, as `gpu.gpu_median_ms` does, let the inputs the previous call left in the 60 MB
     L2 move a point near that size by 30 %).  The columns take turns call by call, the order
-    rotating each time, so that every column sees the same GPU: timed in blocks of 20 calls
-    (torch, Naiad, Triton, then the reverse), Naiad always ran second, and 5 us kernels read
-    3-5 % apart from run to run where ncu, at fixed clocks, found their times equal."""
+    rotating each time, so that every column sees the same GPU.  (When they took turns by
+    blocks of 20 calls -- torch, Naiad, Triton, then the reverse -- Naiad's block always came
+    second, and 5 us kernels read 3-5 % apart where ncu, at fixed clocks, found them equal.)"""
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.int32)
     for fn in runs.values():
         for _ in range(settings.warmup):
