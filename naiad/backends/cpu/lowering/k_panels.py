@@ -38,12 +38,15 @@ PANEL_BYTES = 256 << 10
 @dataclasses.dataclass(frozen=True)
 class Panel:
     """The slots of one dot's operands: ``a`` and ``b`` the first slot of each (later slots
-    follow, one operand's size apart), ``slot`` this trip's (an i32)."""
+    follow, one operand's size apart), ``slot`` this trip's (an i32); ``loop`` the dot's
+    `scf.for` and ``counter`` its induction variable, lower bound and step."""
 
     a: Buffer
     b: Buffer
     slots: int
     slot: ir.Value
+    loop: scf.ForOp
+    counter: tuple[ir.Value, ir.Value, ir.Value]
 
     def a_slot(self, kernel: Any) -> Buffer:
         return _slot(kernel, self.a, self.slot)
@@ -52,37 +55,38 @@ class Panel:
         return _slot(kernel, self.b, self.slot)
 
 
-def panel(kernel: Any, op: Any, k_step: int) -> Panel | None:
+def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Panel | None:
     """The panel ``op`` (a 2-D dot, one of ``k_step`` K per tile step) gathers its trips in,
-    or None where it multiplies as it goes: its accumulator is not the loop's alone, or its K
-    block already makes a panel, or two would not fit `PANEL_BYTES`."""
-    if len(op.a.type.get_shape()) != 2 or kernel.dot_destination(op) is None:
+    or None where it multiplies as it goes: its accumulator is not the loop's alone (no
+    ``destination``, `control.dot_destination`), or its K block already makes a panel, or two
+    would not fit `PANEL_BYTES`."""
+    if len(op.a.type.get_shape()) != 2 or destination is None:
         return None
     k_dim = op.a.type.get_shape()[1]
     operand_bytes = sum(numel(v.type) * lt.byte_size(lt.memory_type(v.type)) for v in (op.a, op.b))
     slots = min(PANEL_STEPS * k_step // k_dim, PANEL_BYTES // operand_bytes)
     if slots < 2:
         return None
-    slot = kernel.b.urem(_trip(kernel.b, *_counter(kernel, op.parent_op())), ir.Constant(lt.I32, slots))
+    loop = op.parent_op()
+    counter = _counter(kernel, loop)
+    slot = kernel.b.urem(_trip(kernel.b, *counter), ir.Constant(lt.I32, slots))
     a, b = (kernel.buffer(v.type, copies=slots) for v in (op.a, op.b))
-    return Panel(a, b, slots, slot)
+    return Panel(a, b, slots, slot, loop, counter)
 
 
-def multiply(kernel: Any, op: Any, gathered: Panel, run: Callable[[int | ir.Value], None]) -> None:
+def multiply(kernel: Any, gathered: Panel, run: Callable[[int | ir.Value], None]) -> None:
     """``run(k_blocks)`` (the dot over the panel's first ``k_blocks`` slots) when this trip
-    fills the panel, and after ``op``'s loop over the slots its last trips filled, if any."""
+    fills the panel, and after the loop over the slots its last trips filled, if any."""
     bld = kernel.b
     full = bld.icmp_unsigned("==", gathered.slot, ir.Constant(lt.I32, gathered.slots - 1))
     kernel.choose(full, lambda: run(gathered.slots), lambda: None, None)
-    loop = op.parent_op()
-    counter = _counter(kernel, loop)
 
     def rest() -> None:                     # at the loop's exit: the induction variable's last value
-        filled = bld.urem(_trip(bld, *counter), ir.Constant(lt.I32, gathered.slots))
+        filled = bld.urem(_trip(bld, *gathered.counter), ir.Constant(lt.I32, gathered.slots))
         kernel.choose(bld.icmp_unsigned("!=", filled, ir.Constant(lt.I32, 0)), lambda: run(filled),
                       lambda: None, None)
 
-    kernel.after_loop(loop, rest)
+    kernel.after_loop(gathered.loop, rest)
 
 
 def _counter(kernel: Any, loop: scf.ForOp) -> tuple[ir.Value, ir.Value, ir.Value]:

@@ -66,7 +66,8 @@ def lower_dot(kernel: Any, op: Any) -> None:
     tiles = amx_matmul.tile_product(kernel, op, m, n, k_dim)
     grouped = None if tiles else _grouped_product(kernel, op, n, k_dim)
     group = tiles.group if tiles else grouped.group if grouped else 1
-    gathered = k_panels.panel(kernel, op, tiles.k_step) if tiles else None
+    destination = kernel.dot_destination(op)
+    gathered = k_panels.panel(kernel, op, tiles.k_step, destination) if tiles else None
     a_into, b_into = (gathered.a_slot(kernel), gathered.b_slot(kernel)) if gathered else (None, None)
     b_ = loaded_in_groups(kernel, op.b, group, b_into) if group > 1 and len(b_shape) == 2 else None
     a, c = operand_buffer(kernel, op.a, a_into), operand_buffer(kernel, op.c)
@@ -76,11 +77,11 @@ def lower_dot(kernel: Any, op: Any) -> None:
         b_ = operand_buffer(kernel, op.b)
         if group > 1:
             b_ = grouped_rows(kernel, b_, batch, k_dim, n, group, b_into)
-    target = kernel.dot_destination(op) or kernel.buffer(result.type)
+    target = destination or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
     if gathered:
-        k_panels.multiply(kernel, op, gathered, lambda blocks: amx_matmul.tiled_matmul(
+        k_panels.multiply(kernel, gathered, lambda blocks: amx_matmul.tiled_matmul(
             kernel, tiles, gathered.a, gathered.b, target, m, n, k_dim, 0, blocks))
         kernel.env[result] = target
         return
