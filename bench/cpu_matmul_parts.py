@@ -1,9 +1,12 @@
-"""Where a CPU matmul's time goes: one ``tile`` x ``tile`` fp32 dot kernel taken apart, on one
-thread, against numpy on one thread, in one run.
+"""Where a CPU matmul's time goes: one ``tile`` x ``tile`` dot kernel taken apart, on one
+thread, against its peer on one thread, in one run.
 
-    NAIAD_CPU_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/cpu_matmul_parts.py [--tile 32] [--size 1024] [--csv PATH]
+    NAIAD_CPU_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+        python bench/cpu_matmul_parts.py [--tile 32] [--size 1024] [--dtype fp32] [--csv PATH]
 
-Rows, each a Triton-language kernel of K blocks of 32:
+``--dtype``: fp32 (the peer: numpy's BLAS), bf16 with fp32 sums (torch's bf16 matmul: oneDNN,
+on AMX tiles where the processor has them) or int8 with int32 sums (``torch._int_mm``).
+Rows, each a Triton-language kernel of K blocks of 32 (int8: 64):
 
 - ``dot alone``: ``acc = tl.dot(a, b, acc)`` over operands loaded once, before the K loop;
 - ``copies from L1``: the operands loaded again every trip, from the same few KB;
@@ -14,7 +17,8 @@ Rows, each a Triton-language kernel of K blocks of 32:
 - ``gallery kernel``: `naiad.tools.gallery.matmul_kernel` at ``size``^3.
 
 The first three run 64 programs over a K of 16,384.  Figures are the best of 5 rounds of 3
-calls (GFLOP/s); numpy's is ``a @ b`` at ``size``^3 on the thread count its BLAS was given.
+calls (GFLOP/s; int8: GOP/s); the peer's is its ``a @ b`` at ``size``^3 on the thread count
+its library was given.
 """
 
 from __future__ import annotations
@@ -32,9 +36,15 @@ import naiad
 import naiad.language as tl
 from naiad.tools.gallery import matmul_kernel
 
+try:
+    import torch
+except ImportError:
+    torch = None
+
 PROGRAMS = 64
 LONG_K = 1 << 14
-BLOCK_K = 32
+#: K blocks by dtype: an AMX tile row's k in bf16 and int8 (the blocks their kernels pick).
+BLOCK_K = {"fp32": 32, "bf16": 32, "int8": 64}
 
 
 @naiad.jit
@@ -42,7 +52,7 @@ def dot_alone(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl
     rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
     a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
     b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32)
     for _ in range(0, K, BK):
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + tl.program_id(0) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
@@ -52,7 +62,7 @@ def dot_alone(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl
 def copies_in_l1(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                  MASKED: tl.constexpr):
     rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32)
     for k in range(0, K, BK):
         if MASKED:
             a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :],
@@ -73,7 +83,7 @@ def moving(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.co
     rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
     pid = tl.program_id(0)
     row_blocks = K // BM
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32)
     for k in range(0, K, BK):
         a = tl.load(a_ptr + ((pid % row_blocks) * BM + rm)[:, None] * K + (k + rk)[None, :])
         b = tl.load(b_ptr + (k + rk)[:, None] * K + (pid // row_blocks) * BN + rn[None, :])
@@ -92,17 +102,43 @@ def best_gflops(call: Callable[[], Any], flops: float, rounds: int = 5, calls: i
     return best
 
 
-def rows(tile: int, size: int) -> list[tuple[str, float]]:
+def operands(dtype: str, shape: tuple[int, int], rng: Any) -> Any:
+    """Random operands of ``shape``: numpy fp32, or torch bf16 / int8."""
+    if dtype == "fp32":
+        return rng.standard_normal(shape, dtype=np.float32)
+    if dtype == "bf16":
+        return torch.from_numpy(rng.standard_normal(shape, dtype=np.float32)).bfloat16()
+    return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
+
+
+def results(dtype: str, shape: tuple[int, ...]) -> Any:
+    """An output of ``shape`` in the dtype the dot sums in."""
+    if dtype == "fp32":
+        return np.zeros(shape, np.float32)
+    return torch.zeros(shape, dtype=torch.float32 if dtype == "bf16" else torch.int32)
+
+
+def peer(dtype: str, a: Any, b: Any) -> tuple[str, Callable[[], Any]]:
+    """The library matmul a row is compared with, and a call of it."""
+    if dtype == "fp32":
+        return "numpy", lambda: a @ b
+    if dtype == "bf16":
+        return "torch", lambda: a @ b
+    return "torch._int_mm", lambda: torch._int_mm(a, b)
+
+
+def rows(tile: int, size: int, dtype: str) -> list[tuple[str, float]]:
     rng = np.random.default_rng(0)
-    small_a = rng.random((tile, BLOCK_K), dtype=np.float32)
-    small_b = rng.random((BLOCK_K, tile), dtype=np.float32)
-    out = np.zeros((max(PROGRAMS, (size // tile) ** 2), tile, tile), np.float32)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    c = np.empty((size, size), np.float32)
+    block_k = BLOCK_K[dtype]
+    small_a = operands(dtype, (tile, block_k), rng)
+    small_b = operands(dtype, (block_k, tile), rng)
+    out = results(dtype, (max(PROGRAMS, (size // tile) ** 2), tile, tile))
+    a, b = operands(dtype, (size, size), rng), operands(dtype, (size, size), rng)
+    c = results(dtype, (size, size))
     long_flops, flops = 2.0 * PROGRAMS * tile * tile * LONG_K, 2.0 * size ** 3
     blocks = (size // tile) ** 2
-    small = dict(BM=tile, BN=tile, BK=BLOCK_K)
+    small = dict(BM=tile, BN=tile, BK=block_k)
+    name, library = peer(dtype, a, b)
     return [
         ("dot alone", best_gflops(lambda: dot_alone[(PROGRAMS,)](small_a, small_b, out, LONG_K, **small),
                                   long_flops)),
@@ -113,8 +149,8 @@ def rows(tile: int, size: int) -> list[tuple[str, float]]:
         (f"moving through {size}^3", best_gflops(lambda: moving[(blocks,)](a, b, out, size, **small), flops)),
         (f"gallery kernel {size}^3", best_gflops(lambda: matmul_kernel[(size // tile, size // tile)](
             a, b, c, size, size, size, size, 1, size, 1, size, 1, BLOCK_M=tile, BLOCK_N=tile,
-            BLOCK_K=BLOCK_K), flops)),
-        (f"numpy {size}^3", best_gflops(lambda: a @ b, flops)),
+            BLOCK_K=block_k), flops)),
+        (f"{name} {size}^3", best_gflops(library, flops)),
     ]
 
 
@@ -122,23 +158,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tile", type=int, default=32)
     parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--dtype", choices=sorted(BLOCK_K), default="fp32")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results",
                                                       "cpu-matmul-parts.csv"))
     args = parser.parse_args()
-    if args.size % args.tile or args.size % BLOCK_K:
-        sys.exit(f"--size must be a multiple of --tile and of {BLOCK_K}")
-    measured = rows(args.tile, args.size)
-    numpy_rate = measured[-1][1]
-    print(f"tile {args.tile}, K blocks of {BLOCK_K}, threads: NAIAD_CPU_THREADS="
+    block_k = BLOCK_K[args.dtype]
+    if args.size % args.tile or args.size % block_k:
+        sys.exit(f"--size must be a multiple of --tile and of {block_k}")
+    if args.dtype != "fp32" and torch is None:
+        sys.exit(f"--dtype {args.dtype} needs torch")
+    measured = rows(args.tile, args.size, args.dtype)
+    peer_rate = measured[-1][1]
+    print(f"{args.dtype}, tile {args.tile}, K blocks of {block_k}, threads: NAIAD_CPU_THREADS="
           f"{os.environ.get('NAIAD_CPU_THREADS', '(all)')}")
-    print(f"{'kernel':32s} {'GFLOP/s':>8s} {'/ numpy':>8s}")
+    print(f"{'kernel':32s} {'GFLOP/s':>8s} {'/ peer':>8s}")
     for name, rate in measured:
-        print(f"{name:32s} {rate:8.1f} {rate / numpy_rate:8.2f}")
+        print(f"{name:32s} {rate:8.1f} {rate / peer_rate:8.2f}")
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["kernel", "tile", "GFLOP/s", "over numpy"])
-        writer.writerows([name, args.tile, f"{rate:.1f}", f"{rate / numpy_rate:.3f}"] for name, rate in measured)
+        writer.writerow(["kernel", "dtype", "tile", "GFLOP/s", "over the peer"])
+        writer.writerows([name, args.dtype, args.tile, f"{rate:.1f}", f"{rate / peer_rate:.3f}"]
+                         for name, rate in measured)
     print(f"wrote {args.csv}")
     return 0
 
