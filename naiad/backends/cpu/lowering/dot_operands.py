@@ -5,13 +5,14 @@ at once, whose elements `grouped_offset` finds."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
+from naiad.backends.cpu.lowering.affine_tiles import affine_tile
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import llvm_types as lt
@@ -42,13 +43,37 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
     step = next_step(kernel, load)
     target = into or kernel.buffer(value.type)
 
-    def copy(i: ir.Value) -> None:
-        index = kernel.b.mul(i, ir.Constant(lt.I32, chunk))
-        kernel.chunks.store_chunk(target, index, load_chunk(kernel, load, index, chunk, consecutive, step))
+    def copy_with(read: Callable[[ir.Value], ir.Value]) -> None:
+        def copy(i: ir.Value) -> None:
+            index = kernel.b.mul(i, ir.Constant(lt.I32, chunk))
+            kernel.chunks.store_chunk(target, index, read(index))
 
-    kernel.counted_loop(numel(value.type) // chunk, copy)
+        kernel.counted_loop(numel(value.type) // chunk, copy)
+
+    _whole_tile_or_chunks(kernel, load, chunk, step, copy_with,
+                          lambda index: load_chunk(kernel, load, index, chunk, consecutive, step))
     kernel.remember(value, target)
     return target
+
+
+def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | None,
+                          run: Callable[[Callable[[ir.Value], ir.Value]], None],
+                          by_chunks: Callable[[ir.Value], ir.Value]) -> None:
+    """``run(read)``, ``read(index)`` giving ``load``'s ``lanes`` elements from ``index``: where
+    the load tests whole at run time (`affine_tiles`: rows a stride apart, nothing masked off),
+    one vector load at an address worked out from the row and column, else ``by_chunks``."""
+    tile = affine_tile(kernel, load) if shape_of(load.ptr.type)[-1] % lanes == 0 else None
+    if tile is None:
+        run(by_chunks)
+        return
+
+    def whole(index: ir.Value) -> ir.Value:
+        address, chunk = tile.chunk(kernel, index, lanes)
+        if step is not None:
+            _prefetch(kernel, address, step, lt.byte_size(tile.element))
+        return chunk
+
+    kernel.choose(tile.whole, lambda: run(whole), lambda: run(by_chunks), None)
 
 
 def copy_lanes(kernel: Any, value: Any, load: Any) -> int:
@@ -208,11 +233,7 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
     first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
     if step is not None:
-        ahead = b.inttoptr(b.add(first, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
-        prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID,
-                                [lt.PTR, lt.I32, lt.I32, lt.I32])
-        b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
-                          ir.Constant(lt.I32, 1)])             # read, keep in cache, data
+        _prefetch(kernel, first, step, size)
 
     def emit(contiguous: bool) -> ir.Value:
         return memory.emit_load(kernel, load, addresses, mask, passthru, lanes, contiguous)
@@ -224,6 +245,15 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
                                     [equal.type]), [equal])
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
+
+
+def _prefetch(kernel: Any, address: ir.Value, step: ir.Value, size: int) -> None:
+    """Ask for the line the next trip reads, ``step`` elements of ``size`` bytes past ``address``."""
+    b = kernel.b
+    ahead = b.inttoptr(b.add(address, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
+    prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID, [lt.PTR, lt.I32, lt.I32, lt.I32])
+    b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
+                      ir.Constant(lt.I32, 1)])             # read, keep in cache, data
 
 
 def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = None) -> Buffer | None:
@@ -239,9 +269,13 @@ def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = 
     if down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
         return None
     step = next_step(kernel, load)
-    return _interleaved(kernel, value.type, k_dim, n, group,
-                        lambda index, lanes: load_chunk(kernel, load, index, lanes, True, step),
-                        copy_lanes(kernel, value, load), into)
+    lanes = copy_lanes(kernel, value, load)
+    target = into or kernel.buffer(value.type)
+    _whole_tile_or_chunks(kernel, load, lanes, step,
+                          lambda read: _interleaved(kernel, value.type, k_dim, n, group,
+                                                    lambda index, _: read(index), lanes, target),
+                          lambda index: load_chunk(kernel, load, index, lanes, True, step))
+    return target
 
 
 def grouped_rows(kernel: Any, b_: Buffer, batch: int, k_dim: int, n: int, group: int,

@@ -1,0 +1,282 @@
+"""2-D loads found, at run time, to read rows of consecutive elements one stride apart with
+nothing masked off: the operand copies of a dot then run as plain strided copies.
+
+A matmul kernel's operand load is ``ptr + rows[:, None] * stride + cols[None, :]`` under a mask
+``(rows[:, None] < M) & (cols[None, :] < K)``.  Evaluated chunk by chunk (`ChunkEmitter`), each
+64-byte chunk works out its row and column index, its addresses and its mask lane by lane:
+about 25 instructions per chunk, which on AMX tiles took three times as long as the multiply
+itself (docs/PERFORMANCE.md, session 31).  Both the address and the mask of such a load
+*separate*: the address is a sum of terms that vary along one axis only (broadcasts of
+``[R, 1]`` and ``[1, C]`` tensors) or none (splats), and the mask an ``and`` of such terms.  So
+the row terms are evaluated once per row and the column terms once per column, a vector of each
+at a time, and checked: rows one stride apart, columns one element apart, every mask term true.
+Where they are (`AffineTile.whole`), element ``(i, j)`` is at ``base + i * row_stride + j *
+size`` and nothing is masked off; elsewhere the chunk-by-chunk copy runs as before.
+
+Offsets are added in their own integer width by the kernel (``int32`` wraps); the terms here are
+summed in 64 bits, so each offset's smallest and largest sum is checked to fit its width too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import llvmlite.ir as ir
+from xdsl.ir import SSAValue
+
+from naiad.backends.cpu.lowering.tiles import shape_of
+from naiad.codegen import llvm_types as lt
+from naiad.ir import arith, tt
+
+
+@dataclasses.dataclass
+class _Sum:
+    """Terms added in ``width`` bits, the sum counting ``factor`` bytes a unit: ``rows`` vary
+    along the first axis (``[R, 1]`` tensors), ``cols`` along the second (``[1, C]``),
+    ``fixed`` along neither (scalars, ``[1, 1]`` tensors and constant splats); each term with
+    its sign."""
+
+    width: int
+    factor: int
+    rows: list[tuple[SSAValue, int]] = dataclasses.field(default_factory=list)
+    cols: list[tuple[SSAValue, int]] = dataclasses.field(default_factory=list)
+    fixed: list[tuple[SSAValue, int]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class AffineTile:
+    """A 2-D load's run-time shape: ``whole`` (an i1) when element ``(i, j)`` is at ``base + i *
+    row_stride + j * element size`` (i64 bytes) and its mask, if any, is true everywhere."""
+
+    whole: ir.Value
+    base: ir.Value
+    row_stride: ir.Value
+    columns: int
+    element: ir.Type
+
+    def chunk(self, kernel: Any, index: ir.Value, lanes: int) -> tuple[ir.Value, ir.Value]:
+        """The address (i64) and the value of the ``lanes`` elements from linear element
+        ``index`` (within one row), read with one vector load: valid where ``whole`` holds."""
+        bld = kernel.b
+        row = bld.udiv(index, ir.Constant(index.type, self.columns))
+        column = bld.urem(index, ir.Constant(index.type, self.columns))
+        size = lt.byte_size(self.element)
+        address = bld.add(bld.add(self.base, bld.mul(bld.zext(row, lt.I64), self.row_stride)),
+                          bld.mul(bld.zext(column, lt.I64), ir.Constant(lt.I64, size)))
+        value = bld.load(bld.inttoptr(address, lt.PTR), typ=lt.vector(self.element, lanes), align=size)
+        return address, value
+
+
+def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
+    """The run-time test of ``load`` (an unchecked 2-D ``tt.load`` of pointers), or None where
+    its address or mask does not separate into row and column terms."""
+    shape = shape_of(load.ptr.type)
+    if len(shape) != 2 or kernel.bounds_check:
+        return None
+    sums = _address_sums(load.ptr, 64, 1)
+    masks = _mask_terms(load.mask) if load.mask is not None else ([], [], [])
+    if sums is None or masks is None:
+        return None
+    rows, columns = shape
+    element = lt.memory_type(load.results[0].type)
+    size = lt.byte_size(element)
+    bld = kernel.b
+    checks: list[ir.Value] = []
+    row_at = [_axis_total(kernel, sums, "rows", i, rows, checks) for i in range(0, rows, _lanes(kernel, rows))]
+    col_at = [_axis_total(kernel, sums, "cols", j, columns, checks) for j in range(0, columns, _lanes(kernel, columns))]
+    fixed = _fixed_total(kernel, sums, checks)
+    first_row, first_col = (_lane(bld, v[0], 0) for v in (row_at, col_at))
+    stride = bld.sub(_lane(bld, row_at[0], 1), first_row) if rows > 1 else ir.Constant(lt.I64, 0)
+    checks += [_steps_by(kernel, row_at, first_row, stride), _steps_by(kernel, col_at, first_col,
+                                                                       ir.Constant(lt.I64, size))]
+    checks += _masks_true(kernel, masks, rows, columns)
+    whole = checks[0]
+    for check in checks[1:]:
+        whole = bld.and_(whole, check)
+    base = bld.add(bld.add(first_row, first_col), fixed)
+    return AffineTile(whole, base, stride, columns, element)
+
+
+def _address_sums(value: SSAValue, width: int, factor: int) -> list[_Sum] | None:
+    """``value`` (a 2-D tensor of pointers or integers) as sums of separated terms: one
+    `_Sum` for the pointers and one for each ``tt.addptr``'s offsets; None where some part
+    varies along both axes."""
+    top = _Sum(width, factor)
+    sums = [top]
+    if not _collect(value, 1, top, sums):
+        return None
+    return sums
+
+
+def _collect(value: SSAValue, sign: int, into: _Sum, sums: list[_Sum]) -> bool:
+    op = value.owner
+    if isinstance(op, tt.AddPtrOp):
+        pointee = lt.element(op.ptr.type).pointee_type
+        if hasattr(pointee, "element_type"):
+            return False
+        offsets = _Sum(lt.element(op.offset.type).width.data, sign * into.factor * lt.byte_size(lt.scalar(pointee)))
+        sums.append(offsets)
+        return _collect(op.ptr, sign, into, sums) and _collect(op.offset, 1, offsets, sums)
+    if isinstance(op, (arith.AddiOp, arith.SubiOp)):
+        rhs_sign = -sign if isinstance(op, arith.SubiOp) else sign
+        return _collect(op.lhs, sign, into, sums) and _collect(op.rhs, rhs_sign, into, sums)
+    axis = _axis_of(value)
+    if axis is None:
+        return False
+    getattr(into, axis).append((value, sign))
+    return True
+
+
+def _axis_of(value: SSAValue) -> str | None:
+    """Which axis a 2-D term varies along: a broadcast of a ``[R, 1]`` tensor ("rows"), of a
+    ``[1, C]`` one ("cols"), a splat or constant splat ("fixed"); None for anything else."""
+    op = value.owner
+    if isinstance(op, tt.SplatOp) or (isinstance(op, arith.ConstantOp) and _is_splat(op)):
+        return "fixed"
+    if not isinstance(op, tt.BroadcastOp):
+        return None
+    source = shape_of(op.src.type)
+    if len(source) != 2:
+        return None
+    return {(True, True): "fixed", (False, True): "rows", (True, False): "cols"}.get(
+        (source[0] == 1, source[1] == 1))
+
+
+def _is_splat(op: Any) -> bool:
+    value = op.value
+    return not hasattr(value, "get_values") or len(set(value.get_values())) <= 1
+
+
+def _mask_terms(value: SSAValue) -> tuple[list, list, list] | None:
+    """A 2-D mask as the ``and`` of terms along rows, columns and neither; None otherwise."""
+    op = value.owner
+    if isinstance(op, arith.AndIOp):
+        left, right = _mask_terms(op.lhs), _mask_terms(op.rhs)
+        if left is None or right is None:
+            return None
+        return tuple(a + b for a, b in zip(left, right))
+    axis = _axis_of(value)
+    if axis is None:
+        return None
+    terms: tuple[list, list, list] = ([], [], [])
+    terms[("rows", "cols", "fixed").index(axis)].append(value)
+    return terms
+
+
+def _lanes(kernel: Any, count: int) -> int:
+    return min(kernel.lanes, count)
+
+
+def _term(kernel: Any, value: SSAValue, index: int, lanes: int) -> ir.Value:
+    """The ``lanes`` values of a term from row or column ``index``, as i64 (sign-extended):
+    the source of its broadcast, whose elements lie along that axis, one after another."""
+    source = value.owner.src if isinstance(value.owner, tt.BroadcastOp) else value
+    if isinstance(value.owner, tt.SplatOp):
+        scalar = kernel.scalar(value.owner.src)
+        scalar = scalar if scalar.type == lt.I64 else kernel.b.sext(scalar, lt.I64)
+        return kernel.ctx(lanes).splat(scalar) if lanes > 1 else scalar
+    if isinstance(value.owner, arith.ConstantOp):
+        index = 0
+    chunk = kernel.chunks.value_at(source, ir.Constant(lt.I32, index), lanes)
+    wide = lt.vector(lt.I64, lanes) if lanes > 1 else lt.I64
+    return chunk if chunk.type == wide else kernel.b.sext(chunk, wide)
+
+
+def _axis_total(kernel: Any, sums: list[_Sum], axis: str, index: int, count: int,
+                checks: list[ir.Value]) -> ir.Value:
+    """Byte offsets (a vector of i64) of rows or columns ``index ..`` along ``axis``: each sum's
+    terms there, times its factor, added; notes in ``checks`` that narrow sums keep in range
+    (`_in_width`)."""
+    lanes = _lanes(kernel, count)
+    ctx = kernel.ctx(lanes)
+    total = ctx.const(lt.I64, 0)
+    for part in sums:
+        terms = getattr(part, axis)
+        if not terms:
+            continue
+        value = ctx.const(lt.I64, 0)
+        for term, sign in terms:
+            chunk = _term(kernel, term, index, lanes)
+            value = kernel.b.add(value, chunk) if sign > 0 else kernel.b.sub(value, chunk)
+        if part.width < 64:
+            checks.append(_in_width(kernel, value, part, axis))
+        total = kernel.b.add(total, kernel.b.mul(value, ctx.const(lt.I64, part.factor)))
+    return total
+
+
+def _fixed_total(kernel: Any, sums: list[_Sum], checks: list[ir.Value]) -> ir.Value:
+    """Byte offset (an i64) of the terms that vary along neither axis."""
+    bld = kernel.b
+    total = ir.Constant(lt.I64, 0)
+    for part in sums:
+        value = ir.Constant(lt.I64, 0)
+        for term, sign in part.fixed:
+            chunk = _term(kernel, term, 0, 1)
+            value = bld.add(value, chunk) if sign > 0 else bld.sub(value, chunk)
+        if part.width < 64 and part.fixed:
+            checks.append(_in_width(kernel, value, part, "fixed"))
+        total = bld.add(total, bld.mul(value, ir.Constant(lt.I64, part.factor)))
+    return total
+
+
+def _in_width(kernel: Any, value: ir.Value, part: _Sum, axis: str) -> ir.Value:
+    """Whether every lane of a narrow sum's part fits a third of its width's range: the three
+    parts (rows, columns, neither) of each element's offset then add up without wrapping, so
+    the 64-bit sum here is the kernel's own."""
+    bld = kernel.b
+    limit = 1 << (part.width - 3)
+    lanes = lt.lanes_of(value.type) if isinstance(value.type, ir.VectorType) else 1
+    ctx = kernel.ctx(lanes)
+    shifted = bld.add(value, ctx.const(lt.I64, limit) if lanes > 1 else ir.Constant(lt.I64, limit))
+    inside = bld.icmp_unsigned("<", shifted, ctx.const(lt.I64, 2 * limit) if lanes > 1
+                               else ir.Constant(lt.I64, 2 * limit))
+    return _all(kernel, inside)
+
+
+def _steps_by(kernel: Any, chunks: list[ir.Value], first: ir.Value, step: ir.Value) -> ir.Value:
+    """Whether the values of ``chunks`` (vectors, one after another) are ``first + i * step``."""
+    bld = kernel.b
+    lanes = lt.lanes_of(chunks[0].type) if isinstance(chunks[0].type, ir.VectorType) else 1
+    ok = ir.Constant(lt.I1, 1)
+    for c, chunk in enumerate(chunks):
+        if lanes == 1:
+            want = bld.add(first, bld.mul(step, ir.Constant(lt.I64, c)))
+            ok = bld.and_(ok, bld.icmp_unsigned("==", chunk, want))
+            continue
+        ctx = kernel.ctx(lanes)
+        ramp = ir.Constant(lt.vector(lt.I64, lanes), [c * lanes + k for k in range(lanes)])
+        want = bld.add(ctx.splat(first), bld.mul(ramp, ctx.splat(step)))
+        ok = bld.and_(ok, _all(kernel, bld.icmp_unsigned("==", chunk, want)))
+    return ok
+
+
+def _masks_true(kernel: Any, masks: tuple[list, list, list], rows: int, columns: int) -> list[ir.Value]:
+    """Whether each mask term is true at every row, column, or (neither) its one value."""
+    checks = []
+    for axis_terms, count in zip(masks, (rows, columns, 1)):
+        lanes = _lanes(kernel, count)
+        for term in axis_terms:
+            source = term.owner.src if isinstance(term.owner, tt.BroadcastOp) else term
+            if isinstance(term.owner, tt.SplatOp):
+                checks.append(kernel.scalar(term.owner.src))
+                continue
+            for index in range(0, count, lanes):
+                at = 0 if isinstance(term.owner, arith.ConstantOp) else index
+                chunk = kernel.chunks.value_at(source, ir.Constant(lt.I32, at), lanes)
+                checks.append(_all(kernel, chunk))
+    return checks
+
+
+def _lane(bld: ir.IRBuilder, value: ir.Value, lane: int) -> ir.Value:
+    """Lane ``lane`` of a vector (a one-lane value is its own lane 0)."""
+    if not isinstance(value.type, ir.VectorType):
+        return value
+    return bld.extract_element(value, ir.Constant(lt.I32, lane))
+
+
+def _all(kernel: Any, flags: ir.Value) -> ir.Value:
+    if not isinstance(flags.type, ir.VectorType):
+        return flags
+    reduce = lt.intrinsic(kernel.llmod, "vector.reduce.and", [flags.type], lt.I1, [flags.type])
+    return kernel.b.call(reduce, [flags])

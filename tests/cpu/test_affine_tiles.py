@@ -1,0 +1,148 @@
+"""Dot operands copied as plain strided rows where the load tests whole at run time
+(`naiad.backends.cpu.lowering.affine_tiles`): rows one stride apart, columns one element apart,
+the mask true everywhere; the chunk-by-chunk copy elsewhere.  Each case is checked against numpy
+over dtypes and shapes whose edge blocks are masked (those fall back), with rows read through a
+gather, flipped, strided or transposed, and offsets that only fit their width together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.backends.cpu.lowering import dot_operands
+from naiad.tools.gallery import matmul_kernel
+
+pytestmark = pytest.mark.shipped_backends
+
+torch = pytest.importorskip("torch")
+
+
+def _operands(dtype, shape, rng):
+    if dtype == "int8":
+        return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
+    values = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    return values.bfloat16() if dtype == "bfloat16" else values
+
+
+def _check(c, a, b):
+    want = a.double().numpy() @ b.double().numpy()
+    if c.dtype == torch.int32:
+        np.testing.assert_array_equal(c.numpy(), want.astype(np.int64))
+    else:
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-3)
+
+
+def _result(dtype, m, n):
+    return torch.full((m, n), -7, dtype=torch.int32) if dtype == "int8" else torch.full((m, n), float("nan"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32), (64, 200, 256, 64),
+                                            (33, 65, 130, 32)])
+def test_gallery_matmul_with_whole_and_masked_blocks(dtype, m, n, k, block):
+    """Interior blocks take the strided copy, edge blocks (masked along M, N or K) the other."""
+    rng = np.random.default_rng(m * n + k)
+    a, b = _operands(dtype, (m, k), rng), _operands(dtype, (k, n), rng)
+    c = _result(dtype, m, n)
+    bk = 64 if dtype == "int8" else 32
+    matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=block, BLOCK_N=block, BLOCK_K=bk)
+    _check(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_operands_read_through_transposed_views(dtype):
+    """Columns a row apart (A and B given transposed, strides swapped): not consecutive, so the
+    chunk-by-chunk copy; the values are the same."""
+    rng = np.random.default_rng(3)
+    at, bt = _operands(dtype, (96, 64), rng), _operands(dtype, (80, 96), rng)
+    a, b = at.t(), bt.t()                         # [64, 96] and [96, 80], column-major
+    c = _result(dtype, 64, 80)
+    matmul_kernel[(2, 3)](a, b, c, 64, 80, 96, a.stride(0), a.stride(1), b.stride(0), b.stride(1), 80, 1,
+                          BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    _check(c, a, b)
+
+
+@naiad.jit
+def rows_by_index(a_ptr, b_ptr, c_ptr, index_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """``c = a[index] @ b``: A's rows read through a gather of row numbers."""
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    rows = tl.load(index_ptr + rm)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("order", ["every third", "flipped", "shuffled", "repeated"])
+def test_rows_through_an_index(dtype, order):
+    """Rows one stride apart (every third, or flipped: a negative stride) take the strided copy;
+    shuffled or repeated rows fail the test at run time and are copied chunk by chunk."""
+    rng = np.random.default_rng(11)
+    a, b = _operands(dtype, (200, 64), rng), _operands(dtype, (64, 32), rng)
+    index = {"every third": np.arange(32) * 3 + 5, "flipped": 150 - np.arange(32),
+             "shuffled": rng.permutation(200)[:32], "repeated": np.full(32, 7)}[order]
+    index = torch.from_numpy(index.astype(np.int32))
+    c = torch.full((32, 32), float("nan"))
+    rows_by_index[(1,)](a, b, c, index, 64, BM=32, BN=32, BK=32)
+    _check(c, a[index.long()], b)
+
+
+@naiad.jit
+def offsets_that_cancel(a_ptr, b_ptr, c_ptr, BIG, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """``c = a @ b`` with A's offsets as ``(row * K + BIG) + (column - BIG)``: each part alone
+    is most of int32's range, the sum is not."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + (rm[:, None] * K + BIG) + (rk[None, :] - BIG))
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+@pytest.mark.parametrize("big", [0, 1 << 20, (1 << 31) - 1024])
+def test_offsets_far_apart_that_cancel(big):
+    rng = np.random.default_rng(5)
+    a, b = _operands("float32", (32, 32), rng), _operands("float32", (32, 32), rng)
+    c = torch.full((32, 32), float("nan"))
+    offsets_that_cancel[(1,)](a, b, c, big, M=32, N=32, K=32)
+    _check(c, a, b)
+
+
+@naiad.jit
+def times_diagonal_shift(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """A read as ``a[i, (i + j) % K]``: its address varies along both axes together."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + (rm[:, None] + rk[None, :]) % K)
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def test_which_loads_separate(monkeypatch, tmp_path):
+    """The gallery kernel's loads (masked, strides given at run time) separate into row and
+    column terms; a load whose address mixes the two does not (and is copied as before)."""
+    found = []
+
+    def recording(kernel, load):
+        tile = original(kernel, load)
+        found.append(tile is not None)
+        return tile
+
+    original = dot_operands.affine_tile
+    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
+    a, c = torch.zeros(64, 64), torch.zeros(64, 64)
+    naiad.jit(matmul_kernel.fn).warmup(a, a, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32,
+                         grid=(2, 2))
+    assert found == [True, True]
+    found.clear()
+    rng = np.random.default_rng(2)
+    a, b = _operands("float32", (32, 32), rng), _operands("float32", (32, 32), rng)
+    c = torch.full((32, 32), float("nan"))
+    naiad.jit(times_diagonal_shift.fn)[(1,)](a, b, c, M=32, N=32, K=32)
+    assert found[0] is False
+    shifted = a.numpy()[np.arange(32)[:, None], (np.arange(32)[:, None] + np.arange(32)[None, :]) % 32]
+    np.testing.assert_allclose(c.numpy(), shifted.astype(np.float64) @ b.double().numpy(), rtol=1e-5, atol=1e-4)
