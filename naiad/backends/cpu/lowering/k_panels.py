@@ -31,6 +31,13 @@ from naiad.codegen import llvm_types as lt
 
 #: Tile steps of K a panel holds (4 x 32 bf16, 4 x 64 int8).
 PANEL_STEPS = 4
+#: ... and where the accumulator is larger than `L1_ACCUMULATOR` bytes (a 128 x 128 fp32 block):
+#: it no longer stays in the first-level cache between panels, so each panel loads and stores it
+#: from the second; longer panels do that less often.  On the Xeon, one thread, bf16 2048^3
+#: with 128-wide tiles: 353-381 -> 425-437 GFLOP/s; 64-wide tiles lost 10 % this way
+#: (docs/PERFORMANCE.md, session 31).
+WIDE_PANEL_STEPS = 16
+L1_ACCUMULATOR = 32 << 10
 #: The most bytes of operands a panel keeps on the stack (A's and B's slots together).
 PANEL_BYTES = 256 << 10
 
@@ -64,7 +71,9 @@ def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Pane
         return None
     k_dim = op.a.type.get_shape()[1]
     operand_bytes = sum(numel(v.type) * lt.byte_size(lt.memory_type(v.type)) for v in (op.a, op.b))
-    slots = min(PANEL_STEPS * k_step // k_dim, PANEL_BYTES // operand_bytes)
+    accumulator_bytes = numel(op.c.type) * lt.byte_size(lt.memory_type(op.c.type))
+    steps = WIDE_PANEL_STEPS if accumulator_bytes > L1_ACCUMULATOR else PANEL_STEPS
+    slots = min(steps * k_step // k_dim, PANEL_BYTES // operand_bytes)
     if slots < 2:
         return None
     loop = op.parent_op()
