@@ -146,3 +146,27 @@ def test_which_loads_separate(monkeypatch, tmp_path):
     assert found[0] is False
     shifted = a.numpy()[np.arange(32)[:, None], (np.arange(32)[:, None] + np.arange(32)[None, :]) % 32]
     np.testing.assert_allclose(c.numpy(), shifted.astype(np.float64) @ b.double().numpy(), rtol=1e-5, atol=1e-4)
+
+
+@naiad.jit
+def rows_then_overwritten(a_ptr, b_ptr, c_ptr, index_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The row numbers are read, then overwritten, then A is loaded through them: the load uses
+    the numbers read before the store."""
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    rows = tl.load(index_ptr + rm)
+    a_ptrs = a_ptr + rows[:, None] * BK + rk[None, :]
+    tl.store(index_ptr + rm, rows * 0)
+    a = tl.load(a_ptrs)
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b))
+
+
+def test_rows_read_before_a_store_to_them():
+    rng = np.random.default_rng(8)
+    a, b = _operands("float32", (64, 32), rng), _operands("float32", (32, 32), rng)
+    index = torch.arange(32, dtype=torch.int32) * 2 + 1
+    want_rows = index.long().clone()
+    c = torch.full((32, 32), float("nan"))
+    rows_then_overwritten[(1,)](a, b, c, index, BM=32, BN=32, BK=32)
+    assert int(index.abs().sum()) == 0
+    _check(c, a[want_rows], b)

@@ -323,3 +323,30 @@ def test_panels_of_loops_not_from_zero_nested_and_sharing_a(start, k, halves):
     assert "llvm.x86.tdpbf16ps" in compiled.asm["llir"]
     np.testing.assert_allclose(c.numpy(), _exact(a[:, start:], b[start:]), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(e.numpy(), _exact(a[:, start:], d[start:]), rtol=1e-5, atol=1e-4)
+
+
+@naiad.jit
+def consuming(a_ptr, b_ptr, c_ptr, K, M: tl.constexpr, N: tl.constexpr, BK: tl.constexpr):
+    """``c = a @ b``, each block of A zeroed in memory once it is loaded."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, BK)
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a_ptrs = a_ptr + rm[:, None] * K + (k + rk)[None, :]
+        a = tl.load(a_ptrs)
+        tl.store(a_ptrs, tl.zeros((M, BK), dtype=tl.bfloat16))
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("k", [32, 160, 544])
+def test_a_zeroed_as_it_is_read(k):
+    """Each K block of A is zeroed right after its load: the sums are those of A as loaded
+    (a panel multiplies trips later, from the copies it gathered, not from A)."""
+    rng = np.random.default_rng(k)
+    a, b = _bf16(rng, 32, k), _bf16(rng, k, 32)
+    want = _exact(a, b)
+    c = torch.full((32, 32), float("nan"))
+    consuming[(1,)](a, b, c, k, M=32, N=32, BK=32)
+    np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
+    assert not a.float().abs().sum()

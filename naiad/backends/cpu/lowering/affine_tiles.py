@@ -3,18 +3,22 @@ nothing masked off: the operand copies of a dot then run as plain strided copies
 
 A matmul kernel's operand load is ``ptr + rows[:, None] * stride + cols[None, :]`` under a mask
 ``(rows[:, None] < M) & (cols[None, :] < K)``.  Evaluated chunk by chunk (`ChunkEmitter`), each
-64-byte chunk works out its row and column index, its addresses and its mask lane by lane:
-about 25 instructions per chunk, which on AMX tiles took three times as long as the multiply
-itself (docs/PERFORMANCE.md, session 31).  Both the address and the mask of such a load
-*separate*: the address is a sum of terms that vary along one axis only (broadcasts of
-``[R, 1]`` and ``[1, C]`` tensors) or none (splats), and the mask an ``and`` of such terms.  So
-the row terms are evaluated once per row and the column terms once per column, a vector of each
-at a time, and checked: rows one stride apart, columns one element apart, every mask term true.
-Where they are (`AffineTile.whole`), element ``(i, j)`` is at ``base + i * row_stride + j *
-size`` and nothing is masked off; elsewhere the chunk-by-chunk copy runs as before.
+chunk works out its row and column index, its addresses and its mask lane by lane: some 25
+instructions a 64-byte chunk, which an int8 copy (64 elements a chunk, a mask bit each) and a
+copy from L1 feel (docs/PERFORMANCE.md, session 31: int8 matmuls 1.05-1.3x, masked copies from
+L1 1.1-1.15x).  Both the address and the mask of such a load *separate*: the address is a sum
+of terms that vary along one axis only (broadcasts of ``[R, 1]`` and ``[1, C]`` tensors) or
+none (splats), and the mask an ``and`` of such terms.  So the row terms are evaluated once per
+row and the column terms once per column, a vector of each at a time, and checked: rows one
+stride apart, columns one element apart, every mask term true.  Where they are
+(`AffineTile.whole`), element ``(i, j)`` is at ``base + i * row_stride + j * size`` and nothing
+is masked off; elsewhere the chunk-by-chunk copy runs as before.
 
-Offsets are added in their own integer width by the kernel (``int32`` wraps); the terms here are
-summed in 64 bits, so each offset's smallest and largest sum is checked to fit its width too.
+Only values still to be computed where they are used (`Lazy`) are taken apart: one held in a
+buffer was computed earlier, perhaps before a store its terms would now read past.  Offsets
+are added in their own integer width by the kernel (``int32`` wraps) and here in 64 bits, so
+each offset's row, column and fixed parts are checked to stay within a third of that width's
+range: their sum then never wraps, and the two agree.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.ir import SSAValue
 
-from naiad.backends.cpu.lowering.tiles import shape_of
+from naiad.backends.cpu.lowering.tiles import Lazy, shape_of
 from naiad.codegen import llvm_types as lt
 from naiad.ir import arith, tt
 
@@ -74,8 +78,8 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     shape = shape_of(load.ptr.type)
     if len(shape) != 2 or kernel.bounds_check:
         return None
-    sums = _address_sums(load.ptr, 64, 1)
-    masks = _mask_terms(load.mask) if load.mask is not None else ([], [], [])
+    sums = _address_sums(kernel, load.ptr)
+    masks = _mask_terms(kernel, load.mask) if load.mask is not None else ([], [], [])
     if sums is None or masks is None:
         return None
     rows, columns = shape
@@ -98,29 +102,35 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     return AffineTile(whole, base, stride, columns, element)
 
 
-def _address_sums(value: SSAValue, width: int, factor: int) -> list[_Sum] | None:
-    """``value`` (a 2-D tensor of pointers or integers) as sums of separated terms: one
-    `_Sum` for the pointers and one for each ``tt.addptr``'s offsets; None where some part
-    varies along both axes."""
-    top = _Sum(width, factor)
+def _address_sums(kernel: Any, value: SSAValue) -> list[_Sum] | None:
+    """``value`` (a 2-D tensor of pointers) as sums of separated terms: one `_Sum` for the
+    pointers and one for each ``tt.addptr``'s offsets; None where some part varies along both
+    axes, or was computed earlier (`_lazy`)."""
+    top = _Sum(64, 1)
     sums = [top]
-    if not _collect(value, 1, top, sums):
+    if not _collect(kernel, value, 1, top, sums):
         return None
     return sums
 
 
-def _collect(value: SSAValue, sign: int, into: _Sum, sums: list[_Sum]) -> bool:
+def _lazy(kernel: Any, value: SSAValue) -> bool:
+    return isinstance(kernel.env.get(value), Lazy)
+
+
+def _collect(kernel: Any, value: SSAValue, sign: int, into: _Sum, sums: list[_Sum]) -> bool:
     op = value.owner
+    if not _lazy(kernel, value):
+        return False
     if isinstance(op, tt.AddPtrOp):
         pointee = lt.element(op.ptr.type).pointee_type
         if hasattr(pointee, "element_type"):
             return False
         offsets = _Sum(lt.element(op.offset.type).width.data, sign * into.factor * lt.byte_size(lt.scalar(pointee)))
         sums.append(offsets)
-        return _collect(op.ptr, sign, into, sums) and _collect(op.offset, 1, offsets, sums)
+        return _collect(kernel, op.ptr, sign, into, sums) and _collect(kernel, op.offset, 1, offsets, sums)
     if isinstance(op, (arith.AddiOp, arith.SubiOp)):
         rhs_sign = -sign if isinstance(op, arith.SubiOp) else sign
-        return _collect(op.lhs, sign, into, sums) and _collect(op.rhs, rhs_sign, into, sums)
+        return _collect(kernel, op.lhs, sign, into, sums) and _collect(kernel, op.rhs, rhs_sign, into, sums)
     axis = _axis_of(value)
     if axis is None:
         return False
@@ -148,11 +158,13 @@ def _is_splat(op: Any) -> bool:
     return not hasattr(value, "get_values") or len(set(value.get_values())) <= 1
 
 
-def _mask_terms(value: SSAValue) -> tuple[list, list, list] | None:
+def _mask_terms(kernel: Any, value: SSAValue) -> tuple[list, list, list] | None:
     """A 2-D mask as the ``and`` of terms along rows, columns and neither; None otherwise."""
     op = value.owner
+    if not _lazy(kernel, value):
+        return None
     if isinstance(op, arith.AndIOp):
-        left, right = _mask_terms(op.lhs), _mask_terms(op.rhs)
+        left, right = _mask_terms(kernel, op.lhs), _mask_terms(kernel, op.rhs)
         if left is None or right is None:
             return None
         return tuple(a + b for a, b in zip(left, right))
