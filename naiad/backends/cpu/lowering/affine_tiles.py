@@ -212,7 +212,7 @@ def _axis_total(kernel: Any, sums: list[_Sum], axis: str, index: int, count: int
             chunk = _term(kernel, term, index, lanes)
             value = kernel.b.add(value, chunk) if sign > 0 else kernel.b.sub(value, chunk)
         if part.width < 64:
-            checks.append(_in_width(kernel, value, part, axis))
+            checks.append(_in_width(kernel, value, part))
         total = kernel.b.add(total, kernel.b.mul(value, ctx.const(lt.I64, part.factor)))
     return total
 
@@ -227,12 +227,12 @@ def _fixed_total(kernel: Any, sums: list[_Sum], checks: list[ir.Value]) -> ir.Va
             chunk = _term(kernel, term, 0, 1)
             value = bld.add(value, chunk) if sign > 0 else bld.sub(value, chunk)
         if part.width < 64 and part.fixed:
-            checks.append(_in_width(kernel, value, part, "fixed"))
+            checks.append(_in_width(kernel, value, part))
         total = bld.add(total, bld.mul(value, ir.Constant(lt.I64, part.factor)))
     return total
 
 
-def _in_width(kernel: Any, value: ir.Value, part: _Sum, axis: str) -> ir.Value:
+def _in_width(kernel: Any, value: ir.Value, part: _Sum) -> ir.Value:
     """Whether every lane of a narrow sum's part fits a third of its width's range: the three
     parts (rows, columns, neither) of each element's offset then add up without wrapping, so
     the 64-bit sum here is the kernel's own."""
