@@ -29,6 +29,7 @@ from typing import Any
 import llvmlite.ir as ir
 from xdsl.ir import SSAValue
 
+from naiad.backends.cpu.lowering.block_pointers import BlockPointer, is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Lazy, shape_of
 from naiad.codegen import llvm_types as lt
 from naiad.ir import arith, tt
@@ -73,10 +74,15 @@ class AffineTile:
 
 
 def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
-    """The run-time test of ``load`` (an unchecked 2-D ``tt.load`` of pointers), or None where
-    its address or mask does not separate into row and column terms."""
+    """The run-time test of ``load`` (an unchecked 2-D ``tt.load`` of pointers, or through a
+    block pointer), or None where its address or mask does not separate into row and column
+    terms."""
+    if kernel.bounds_check:
+        return None
+    if is_block_pointer(load.ptr):
+        return _block_tile(kernel, load)
     shape = shape_of(load.ptr.type)
-    if len(shape) != 2 or kernel.bounds_check:
+    if len(shape) != 2:
         return None
     sums = _address_sums(kernel, load.ptr)
     masks = _mask_terms(kernel, load.mask) if load.mask is not None else ([], [], [])
@@ -100,6 +106,29 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
         whole = bld.and_(whole, check)
     base = bld.add(bld.add(first_row, first_col), fixed)
     return AffineTile(whole, base, stride, columns, element)
+
+
+def _block_tile(kernel: Any, load: Any) -> AffineTile | None:
+    """A load through a 2-D block pointer whose rows are consecutive (innermost stride 1):
+    whole where the block lies within the bounds of each dimension it checks -- its address is
+    the block pointer's own arithmetic, ``base + (offset + i) * stride`` per dimension."""
+    pointer: BlockPointer = kernel.lookup(load.ptr)
+    block = shape_of(load.ptr.type.pointee_type)
+    if len(block) != 2 or not pointer.unit_stride:
+        return None
+    bld = kernel.b
+    element = lt.memory_type(load.results[0].type)
+    size = ir.Constant(lt.I64, lt.byte_size(element))
+    offsets = [o if o.type == lt.I64 else bld.sext(o, lt.I64) for o in pointer.offsets]
+    whole = ir.Constant(lt.I1, 1)
+    for dim in load.boundaryCheck.get_values():
+        end = bld.add(offsets[dim], ir.Constant(lt.I64, block[dim]))
+        inside = bld.and_(bld.icmp_signed(">=", offsets[dim], ir.Constant(lt.I64, 0)),
+                          bld.icmp_signed("<=", end, pointer.shape[dim]))
+        whole = bld.and_(whole, inside)
+    first = bld.add(bld.mul(offsets[0], pointer.strides[0]), bld.mul(offsets[1], pointer.strides[1]))
+    return AffineTile(whole, bld.add(pointer.base, bld.mul(first, size)), bld.mul(pointer.strides[0], size),
+                      block[1], element)
 
 
 def _address_sums(kernel: Any, value: SSAValue) -> list[_Sum] | None:

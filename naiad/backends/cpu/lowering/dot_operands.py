@@ -34,12 +34,11 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
         return kernel.materialize(value, into)
     load = held.op
     lanes = kernel.chunk_lanes(numel(value.type))
-    if not isinstance(load, tt.LoadOp) or is_block_pointer(load.ptr) or lanes == 1:
+    if not isinstance(load, tt.LoadOp) or lanes == 1:
         return kernel.materialize(value, into)
     if down_columns(kernel, load, lanes):
         return _transposed_copy(kernel, value, load, lanes, into)
     chunk = copy_lanes(kernel, value, load)
-    consecutive = kernel.consecutive(load.ptr, chunk)
     step = next_step(kernel, load)
     target = into or kernel.buffer(value.type)
 
@@ -50,10 +49,27 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
 
         kernel.counted_loop(numel(value.type) // chunk, copy)
 
-    _whole_tile_or_chunks(kernel, load, chunk, step, copy_with,
-                          lambda index: load_chunk(kernel, load, index, chunk, consecutive, step))
+    _whole_tile_or_chunks(kernel, load, chunk, step, copy_with, _by_chunks(kernel, value, load, chunk, step))
     kernel.remember(value, target)
     return target
+
+
+def _by_chunks(kernel: Any, value: Any, load: Any, lanes: int, step: ir.Value | None) -> Callable[[ir.Value], ir.Value]:
+    """``read(index)``: ``load``'s ``lanes`` elements from ``index``, each chunk's addresses and
+    mask worked out as the load's kind of pointer has them (`block_pointers` or `load_chunk`)."""
+    if is_block_pointer(load.ptr):
+        return lambda index: kernel.chunks.value_at(value, index, lanes)
+    consecutive = kernel.consecutive(load.ptr, lanes)
+    return lambda index: load_chunk(kernel, load, index, lanes, consecutive, step)
+
+
+def _in_runs(kernel: Any, load: Any, lanes: int) -> bool:
+    """Whether each chunk of ``lanes`` elements ``load`` reads is consecutive in memory: by the
+    axis information, or (a block pointer) by its innermost stride, the constant 1, where the
+    chunk lies within a row."""
+    if is_block_pointer(load.ptr):
+        return kernel.lookup(load.ptr).unit_stride and shape_of(load.results[0].type)[-1] % lanes == 0
+    return kernel.consecutive(load.ptr, lanes)
 
 
 def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | None,
@@ -62,7 +78,7 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
     """``run(read)``, ``read(index)`` giving ``load``'s ``lanes`` elements from ``index``: where
     the load tests whole at run time (`affine_tiles`: rows a stride apart, nothing masked off),
     one vector load at an address worked out from the row and column, else ``by_chunks``."""
-    tile = affine_tile(kernel, load) if shape_of(load.ptr.type)[-1] % lanes == 0 else None
+    tile = affine_tile(kernel, load) if shape_of(load.results[0].type)[-1] % lanes == 0 else None
     if tile is None:
         run(by_chunks)
         return
@@ -86,7 +102,7 @@ def copy_lanes(kernel: Any, value: Any, load: Any) -> int:
     lanes = kernel.row_lanes(shape)
     size = lt.byte_size(lt.memory_type(value.type))
     wide = lanes * 4 // size
-    if size < 4 and lanes == kernel.lanes and shape[-1] % wide == 0 and kernel.consecutive(load.ptr, wide):
+    if size < 4 and lanes == kernel.lanes and shape[-1] % wide == 0 and _in_runs(kernel, load, wide):
         return wide
     return lanes
 
@@ -261,12 +277,12 @@ def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = 
     each group of rows' chunks read and interleaved as they arrive, one pass instead of a copy
     and a second pass over it -- when it is a load of rows the dot alone uses; else None."""
     held = kernel.lookup(value)
-    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or is_block_pointer(held.op.ptr) \
+    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) \
             or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
         return None
     load = held.op
     k_dim, n = shape_of(value.type)
-    if down_columns(kernel, load, 16) or not kernel.consecutive(load.ptr, 16):
+    if down_columns(kernel, load, 16) or not _in_runs(kernel, load, 16):
         return None
     step = next_step(kernel, load)
     lanes = copy_lanes(kernel, value, load)
@@ -274,7 +290,7 @@ def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = 
     _whole_tile_or_chunks(kernel, load, lanes, step,
                           lambda read: _interleaved(kernel, value.type, k_dim, n, group,
                                                     lambda index, _: read(index), lanes, target),
-                          lambda index: load_chunk(kernel, load, index, lanes, True, step))
+                          _by_chunks(kernel, value, load, lanes, step))
     return target
 
 
