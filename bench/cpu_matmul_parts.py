@@ -14,7 +14,10 @@ Rows, each a Triton-language kernel of K blocks of 32 (int8: 64):
   given at run time);
 - ``moving through the matrices``: unmasked tiles walking a ``size`` x ``size`` pair of
   matrices as the gallery's kernel does (``size``^3 work);
-- ``gallery kernel``: `naiad.tools.gallery.matmul_kernel` at ``size``^3.
+- ``gallery kernel``: `naiad.tools.gallery.matmul_kernel` at ``size``^3;
+- ``through block pointers`` / ``through tensor descriptors``: the same matmul with its tiles
+  read through ``tl.make_block_ptr`` (bounds checked both ways, advanced along K) or
+  ``tl.make_tensor_descriptor``.
 
 The first three run 64 programs over a K of 16,384.  Figures are the best of 5 rounds of 3
 calls (GFLOP/s; int8: GOP/s); the peer's is its ``a @ b`` at ``size``^3 on the thread count
@@ -91,6 +94,34 @@ def moving(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.co
     tl.store(c_ptr + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc)
 
 
+@naiad.jit
+def block_pointer_matmul(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """``c = a @ b`` (K x K each) through block pointers, one program per BM x BN block."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_block = tl.make_block_ptr(a_ptr, (K, K), (K, 1), (pid_m * BM, 0), (BM, BK), (1, 0))
+    b_block = tl.make_block_ptr(b_ptr, (K, K), (K, 1), (0, pid_n * BN), (BK, BN), (1, 0))
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(tl.load(a_block, boundary_check=(0, 1)), tl.load(b_block, boundary_check=(0, 1)), acc)
+        a_block = tl.advance(a_block, (0, BK))
+        b_block = tl.advance(b_block, (BK, 0))
+    c_block = tl.make_block_ptr(c_ptr, (K, K), (K, 1), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
+    tl.store(c_block, acc, boundary_check=(0, 1))
+
+
+@naiad.jit
+def descriptor_matmul(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """``c = a @ b`` (K x K each) through tensor descriptors."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, K], strides=[K, 1], block_shape=[BK, BN])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[K, K], strides=[K, 1], block_shape=[BM, BN])
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc)
+
+
 def best_gflops(call: Callable[[], Any], flops: float, rounds: int = 5, calls: int = 3) -> float:
     call()
     best = 0.0
@@ -150,6 +181,10 @@ def rows(tile: int, size: int, dtype: str) -> list[tuple[str, float]]:
         (f"gallery kernel {size}^3", best_gflops(lambda: matmul_kernel[(size // tile, size // tile)](
             a, b, c, size, size, size, size, 1, size, 1, size, 1, BLOCK_M=tile, BLOCK_N=tile,
             BLOCK_K=block_k), flops)),
+        (f"through block pointers {size}^3", best_gflops(lambda: block_pointer_matmul[(size // tile, size // tile)](
+            a, b, c, size, **small), flops)),
+        (f"through tensor descriptors {size}^3", best_gflops(lambda: descriptor_matmul[(size // tile, size // tile)](
+            a, b, c, size, **small), flops)),
         (f"{name} {size}^3", best_gflops(library, flops)),
     ]
 
@@ -171,9 +206,9 @@ def main() -> int:
     peer_rate = measured[-1][1]
     print(f"{args.dtype}, tile {args.tile}, K blocks of {block_k}, threads: NAIAD_CPU_THREADS="
           f"{os.environ.get('NAIAD_CPU_THREADS', '(all)')}")
-    print(f"{'kernel':32s} {'GFLOP/s':>8s} {'/ peer':>8s}")
+    print(f"{'kernel':38s} {'GFLOP/s':>8s} {'/ peer':>8s}")
     for name, rate in measured:
-        print(f"{name:32s} {rate:8.1f} {rate / peer_rate:8.2f}")
+        print(f"{name:38s} {rate:8.1f} {rate / peer_rate:8.2f}")
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)

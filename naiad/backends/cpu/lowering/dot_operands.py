@@ -77,8 +77,16 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
                           by_chunks: Callable[[ir.Value], ir.Value]) -> None:
     """``run(read)``, ``read(index)`` giving ``load``'s ``lanes`` elements from ``index``: where
     the load tests whole at run time (`affine_tiles`: rows a stride apart, nothing masked off),
-    one vector load at an address worked out from the row and column, else ``by_chunks``."""
-    tile = affine_tile(kernel, load) if shape_of(load.results[0].type)[-1] % lanes == 0 else None
+    one vector load at an address worked out from the row and column, else ``by_chunks``.
+
+    Through pointer tensors, only for elements narrower than 4 bytes: a chunk of 32 or 64 of
+    them takes two or four mask compares and their merging, where fp32's takes one, and fp32
+    matmuls of 1024-2048^3 ran 3-8 % slower with the test than without it (512^3: 5-10 %
+    faster; docs/PERFORMANCE.md, session 31).  Through block pointers, whose chunks work out
+    every lane's position and bounds, always."""
+    element_bytes = lt.byte_size(lt.memory_type(load.results[0].type))
+    wanted = is_block_pointer(load.ptr) or element_bytes < 4
+    tile = affine_tile(kernel, load) if wanted and shape_of(load.results[0].type)[-1] % lanes == 0 else None
     if tile is None:
         run(by_chunks)
         return
