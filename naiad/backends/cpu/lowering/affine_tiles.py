@@ -4,15 +4,18 @@ nothing masked off: the operand copies of a dot then run as plain strided copies
 A matmul kernel's operand load is ``ptr + rows[:, None] * stride + cols[None, :]`` under a mask
 ``(rows[:, None] < M) & (cols[None, :] < K)``.  Evaluated chunk by chunk (`ChunkEmitter`), each
 chunk works out its row and column index, its addresses and its mask lane by lane: some 25
-instructions a 64-byte chunk, which an int8 copy (64 elements a chunk, a mask bit each) and a
-copy from L1 feel (docs/PERFORMANCE.md, session 31: int8 matmuls 1.05-1.3x, masked copies from
-L1 1.1-1.15x).  Both the address and the mask of such a load *separate*: the address is a sum
-of terms that vary along one axis only (broadcasts of ``[R, 1]`` and ``[1, C]`` tensors) or
-none (splats), and the mask an ``and`` of such terms.  So the row terms are evaluated once per
-row and the column terms once per column, a vector of each at a time, and checked: rows one
-stride apart, columns one element apart, every mask term true.  Where they are
-(`AffineTile.whole`), element ``(i, j)`` is at ``base + i * row_stride + j * size`` and nothing
-is masked off; elsewhere the chunk-by-chunk copy runs as before.
+instructions a 64-byte chunk, which an int8 copy (64 elements a chunk, a mask bit each) feels
+(docs/PERFORMANCE.md, session 31: int8 matmuls 1.05-1.3x).  Both the address and the mask of
+such a load *separate*: the address is a sum of terms that vary along one axis only
+(broadcasts of ``[R, 1]`` and ``[1, C]`` tensors) or none (splats), and the mask an ``and`` of
+such terms.  So the row terms are evaluated once per row and the column terms once per column,
+a vector of each at a time, and checked: rows one stride apart, columns one element apart,
+every mask term true.  Where they are (`AffineTile.whole`), element ``(i, j)`` is at ``base +
+i * row_stride + j * size`` and nothing is masked off; elsewhere the chunk-by-chunk copy runs
+as before.  A load through a block pointer (``tl.make_block_ptr``, tensor descriptors) is
+whole where its block lies inside the bounds it checks (`_block_tile`): its chunks otherwise
+work out every lane's position and bounds, and such matmuls ran at 0.4-0.6x the same kernel
+through pointer tensors.
 
 Only values still to be computed where they are used (`Lazy`) are taken apart: one held in a
 buffer was computed earlier, perhaps before a store its terms would now read past.  Offsets
