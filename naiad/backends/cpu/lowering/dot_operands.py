@@ -28,7 +28,9 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
     information proves it (`KernelLowering.consecutive`) each chunk is one vector load, or else
     it is checked at run time (the pointers may still be consecutive, which is cheaper to test
     than to gather); and a loop's next trip is prefetched (`next_step`): reading another part
-    of a large matrix, rows apart, each trip stalls on memory otherwise."""
+    of a large matrix, rows apart, each trip stalls on memory otherwise.  A load that tests
+    whole at run time is copied as strided rows instead (`_whole_tile_or_chunks`), through a
+    pointer tensor or a block pointer alike."""
     held = kernel.lookup(value)
     if isinstance(held, Buffer):
         return kernel.materialize(value, into)
