@@ -173,6 +173,13 @@ def intrinsic(module: ir.Module, name: str, overloads: list[ir.Type], ret: ir.Ty
     return ir.Function(module, ir.FunctionType(ret, args), full)
 
 
+def all_lanes(b: ir.IRBuilder, module: ir.Module, flags: ir.Value) -> ir.Value:
+    """Whether every lane of ``flags`` (a vector of i1, or one i1) is true: an i1."""
+    if not isinstance(flags.type, ir.VectorType):
+        return flags
+    return b.call(intrinsic(module, "vector.reduce.and", [flags.type], I1, [flags.type]), [flags])
+
+
 def function(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     """Declare (once) an external function."""
     existing = module.globals.get(name)

@@ -96,9 +96,10 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     size = lt.byte_size(element)
     bld = kernel.b
     checks: list[ir.Value] = []
-    row_at = [_axis_total(kernel, sums, "rows", i, rows, checks) for i in range(0, rows, _lanes(kernel, rows))]
-    col_at = [_axis_total(kernel, sums, "cols", j, columns, checks) for j in range(0, columns, _lanes(kernel, columns))]
-    fixed = _fixed_total(kernel, sums, checks)
+    row_at = [_axis_total(kernel, sums, "rows", i, rows, checks) for i in range(0, rows, kernel.chunk_lanes(rows))]
+    col_at = [_axis_total(kernel, sums, "cols", j, columns, checks)
+              for j in range(0, columns, kernel.chunk_lanes(columns))]
+    fixed = _axis_total(kernel, sums, "fixed", 0, 1, checks)
     first_row, first_col = (_lane(bld, v[0], 0) for v in (row_at, col_at))
     stride = bld.sub(_lane(bld, row_at[0], 1), first_row) if rows > 1 else ir.Constant(lt.I64, 0)
     checks += [_steps_by(kernel, row_at, first_row, stride), _steps_by(kernel, col_at, first_col,
@@ -208,31 +209,30 @@ def _mask_terms(kernel: Any, value: SSAValue) -> tuple[list, list, list] | None:
     return terms
 
 
-def _lanes(kernel: Any, count: int) -> int:
-    return min(kernel.lanes, count)
+def _along(kernel: Any, term: SSAValue, index: int, lanes: int) -> ir.Value:
+    """The ``lanes`` values of a term (of an address or a mask) from row or column ``index``:
+    the source of its broadcast, whose elements lie along that axis one after another; a
+    splat's or a constant's one value."""
+    if isinstance(term.owner, tt.SplatOp):
+        return kernel.ctx(lanes).splat(kernel.scalar(term.owner.src))
+    source = term.owner.src if isinstance(term.owner, tt.BroadcastOp) else term
+    at = 0 if isinstance(term.owner, arith.ConstantOp) else index
+    return kernel.chunks.value_at(source, ir.Constant(lt.I32, at), lanes)
 
 
 def _term(kernel: Any, value: SSAValue, index: int, lanes: int) -> ir.Value:
-    """The ``lanes`` values of a term from row or column ``index``, as i64 (sign-extended):
-    the source of its broadcast, whose elements lie along that axis, one after another."""
-    source = value.owner.src if isinstance(value.owner, tt.BroadcastOp) else value
-    if isinstance(value.owner, tt.SplatOp):
-        scalar = kernel.scalar(value.owner.src)
-        scalar = scalar if scalar.type == lt.I64 else kernel.b.sext(scalar, lt.I64)
-        return kernel.ctx(lanes).splat(scalar) if lanes > 1 else scalar
-    if isinstance(value.owner, arith.ConstantOp):
-        index = 0
-    chunk = kernel.chunks.value_at(source, ir.Constant(lt.I32, index), lanes)
-    wide = lt.vector(lt.I64, lanes) if lanes > 1 else lt.I64
+    """`_along` as i64 (sign-extended), the width addresses are summed in."""
+    chunk = _along(kernel, value, index, lanes)
+    wide = lt.vector(lt.I64, lanes)
     return chunk if chunk.type == wide else kernel.b.sext(chunk, wide)
 
 
 def _axis_total(kernel: Any, sums: list[_Sum], axis: str, index: int, count: int,
                 checks: list[ir.Value]) -> ir.Value:
-    """Byte offsets (a vector of i64) of rows or columns ``index ..`` along ``axis``: each sum's
-    terms there, times its factor, added; notes in ``checks`` that narrow sums keep in range
-    (`_in_width`)."""
-    lanes = _lanes(kernel, count)
+    """Byte offsets (i64s) of rows or columns ``index ..`` along ``axis`` ("fixed": the one
+    offset of the terms along neither, ``count`` 1): each sum's terms there, times its factor,
+    added; notes in ``checks`` that narrow sums keep in range (`_in_width`)."""
+    lanes = kernel.chunk_lanes(count)
     ctx = kernel.ctx(lanes)
     total = ctx.const(lt.I64, 0)
     for part in sums:
@@ -249,39 +249,22 @@ def _axis_total(kernel: Any, sums: list[_Sum], axis: str, index: int, count: int
     return total
 
 
-def _fixed_total(kernel: Any, sums: list[_Sum], checks: list[ir.Value]) -> ir.Value:
-    """Byte offset (an i64) of the terms that vary along neither axis."""
-    bld = kernel.b
-    total = ir.Constant(lt.I64, 0)
-    for part in sums:
-        value = ir.Constant(lt.I64, 0)
-        for term, sign in part.fixed:
-            chunk = _term(kernel, term, 0, 1)
-            value = bld.add(value, chunk) if sign > 0 else bld.sub(value, chunk)
-        if part.width < 64 and part.fixed:
-            checks.append(_in_width(kernel, value, part))
-        total = bld.add(total, bld.mul(value, ir.Constant(lt.I64, part.factor)))
-    return total
-
-
 def _in_width(kernel: Any, value: ir.Value, part: _Sum) -> ir.Value:
     """Whether every lane of a narrow sum's part fits a third of its width's range: the three
     parts (rows, columns, neither) of each element's offset then add up without wrapping, so
     the 64-bit sum here is the kernel's own."""
     bld = kernel.b
     limit = 1 << (part.width - 3)
-    lanes = lt.lanes_of(value.type) if isinstance(value.type, ir.VectorType) else 1
+    lanes = lt.lanes_of(value.type)
     ctx = kernel.ctx(lanes)
-    shifted = bld.add(value, ctx.const(lt.I64, limit) if lanes > 1 else ir.Constant(lt.I64, limit))
-    inside = bld.icmp_unsigned("<", shifted, ctx.const(lt.I64, 2 * limit) if lanes > 1
-                               else ir.Constant(lt.I64, 2 * limit))
-    return _all(kernel, inside)
+    shifted = bld.add(value, ctx.const(lt.I64, limit))
+    return lt.all_lanes(kernel.b, kernel.llmod, bld.icmp_unsigned("<", shifted, ctx.const(lt.I64, 2 * limit)))
 
 
 def _steps_by(kernel: Any, chunks: list[ir.Value], first: ir.Value, step: ir.Value) -> ir.Value:
     """Whether the values of ``chunks`` (vectors, one after another) are ``first + i * step``."""
     bld = kernel.b
-    lanes = lt.lanes_of(chunks[0].type) if isinstance(chunks[0].type, ir.VectorType) else 1
+    lanes = lt.lanes_of(chunks[0].type)
     ok = ir.Constant(lt.I1, 1)
     for c, chunk in enumerate(chunks):
         if lanes == 1:
@@ -291,7 +274,7 @@ def _steps_by(kernel: Any, chunks: list[ir.Value], first: ir.Value, step: ir.Val
         ctx = kernel.ctx(lanes)
         ramp = ir.Constant(lt.vector(lt.I64, lanes), [c * lanes + k for k in range(lanes)])
         want = bld.add(ctx.splat(first), bld.mul(ramp, ctx.splat(step)))
-        ok = bld.and_(ok, _all(kernel, bld.icmp_unsigned("==", chunk, want)))
+        ok = bld.and_(ok, lt.all_lanes(kernel.b, kernel.llmod, bld.icmp_unsigned("==", chunk, want)))
     return ok
 
 
@@ -299,16 +282,9 @@ def _masks_true(kernel: Any, masks: tuple[list, list, list], rows: int, columns:
     """Whether each mask term is true at every row, column, or (neither) its one value."""
     checks = []
     for axis_terms, count in zip(masks, (rows, columns, 1)):
-        lanes = _lanes(kernel, count)
-        for term in axis_terms:
-            source = term.owner.src if isinstance(term.owner, tt.BroadcastOp) else term
-            if isinstance(term.owner, tt.SplatOp):
-                checks.append(kernel.scalar(term.owner.src))
-                continue
-            for index in range(0, count, lanes):
-                at = 0 if isinstance(term.owner, arith.ConstantOp) else index
-                chunk = kernel.chunks.value_at(source, ir.Constant(lt.I32, at), lanes)
-                checks.append(_all(kernel, chunk))
+        lanes = kernel.chunk_lanes(count)
+        checks += [lt.all_lanes(kernel.b, kernel.llmod, _along(kernel, term, index, lanes))
+                   for term in axis_terms for index in range(0, count, lanes)]
     return checks
 
 
@@ -317,10 +293,3 @@ def _lane(bld: ir.IRBuilder, value: ir.Value, lane: int) -> ir.Value:
     if not isinstance(value.type, ir.VectorType):
         return value
     return bld.extract_element(value, ir.Constant(lt.I32, lane))
-
-
-def _all(kernel: Any, flags: ir.Value) -> ir.Value:
-    if not isinstance(flags.type, ir.VectorType):
-        return flags
-    reduce = lt.intrinsic(kernel.llmod, "vector.reduce.and", [flags.type], lt.I1, [flags.type])
-    return kernel.b.call(reduce, [flags])

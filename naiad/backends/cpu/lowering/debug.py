@@ -104,8 +104,7 @@ def lower_assert(kernel: Any, op: Any) -> None:
 
     def chunk(index: ir.Value, lanes: int) -> None:
         ok = kernel.chunks.value_at(cond, index, lanes)
-        fail_unless(ok if lanes == 1 else b.call(
-            lt.intrinsic(kernel.llmod, "vector.reduce.and", [ok.type], lt.I1, [ok.type]), [ok]))
+        fail_unless(lt.all_lanes(b, kernel.llmod, ok))
 
     if isinstance(cond.type, TensorType):
         kernel.for_each_chunk(cond.type, chunk)

@@ -88,7 +88,7 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
     every lane's position and bounds, always."""
     element_bytes = lt.byte_size(lt.memory_type(load.results[0].type))
     wanted = is_block_pointer(load.ptr) or element_bytes < 4
-    tile = affine_tile(kernel, load) if wanted and shape_of(load.results[0].type)[-1] % lanes == 0 else None
+    tile = affine_tile(kernel, load) if wanted else None
     if tile is None:
         run(by_chunks)
         return
@@ -268,8 +268,7 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
         return emit(True)
     ramp = ir.Constant(lt.vector(lt.I64, lanes), [k * size for k in range(lanes)])
     equal = b.icmp_unsigned("==", addresses, b.add(ctx.splat(first), ramp))
-    all_equal = b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [equal.type], lt.I1,
-                                    [equal.type]), [equal])
+    all_equal = lt.all_lanes(b, kernel.llmod, equal)
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 

@@ -121,8 +121,7 @@ def _unless_all_active(kernel: Any, mask: ir.Value, result_type: ir.Type | None,
     several times a plain one), and in typical kernels only the last chunk of the last
     program is partial; the branch is almost always taken the same way.
     """
-    every = kernel.b.call(lt.intrinsic(kernel.llmod, "vector.reduce.and", [mask.type], lt.I1,
-                                       [mask.type]), [mask])
+    every = lt.all_lanes(kernel.b, kernel.llmod, mask)
     return kernel.choose(every, plain, masked, result_type)
 
 
