@@ -1,7 +1,8 @@
 """The order the CPU backend runs a grid's programs in: kernels with ``tl.dot`` take 2-D grids
-in groups of y columns (`naiad.backends.cpu.lowering.kernel.DOT_GROUP`), others x-fastest; in
-both, every program of every grid shape runs exactly once with its own ids, over one thread or
-split across several."""
+in groups of y columns (`naiad.backends.cpu.lowering.kernel.DOT_GROUP`), or of x rows where
+they keep operand copies across programs (`naiad.backends.cpu.lowering.operand_cache`), others
+x-fastest; in all, every program of every grid shape runs exactly once with its own ids, over
+one thread or split across several."""
 
 from __future__ import annotations
 
@@ -29,13 +30,43 @@ def ids_with_dot(out, counter, WITH_DOT: tl.constexpr):
     tl.store(out + 2 * cell + 1, order)
 
 
-@pytest.mark.parametrize("with_dot", [True, False])
+@naiad.jit
+def ids_with_dot_loop(out, counter, a_ptr):
+    """A K loop of dots over the same 16 x 16 tile (its copies kept across programs), then the
+    ids and the order as `ids_with_dot` records them."""
+    x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    nx, ny = tl.num_programs(0), tl.num_programs(1)
+    r = tl.arange(0, 16)
+    acc = tl.zeros((16, 16), dtype=tl.float32)
+    for k in range(0, 3):
+        tile = tl.load(a_ptr + (k * 16 + r)[:, None] * 16 + r[None, :])
+        acc = tl.dot(tile, tile, acc)
+    order = tl.atomic_add(counter, 1)
+    cell = (z * ny + y) * nx + x
+    tl.store(out + 2 * cell, x + 1000 * y + 1000000 * z + tl.sum(tl.sum(acc, axis=1), axis=0).to(tl.int32))
+    tl.store(out + 2 * cell + 1, order)
+
+
+def _identities():
+    """Three 16 x 16 identity tiles: `ids_with_dot_loop`'s sums add 0 to its ids."""
+    return np.tile(np.eye(16, dtype=np.float32), (3, 1))
+
+
+def _run(kernel, grid, out, counter, kind):
+    if kind == "kept copies":
+        kernel[grid](out, counter, _identities())
+        out[0::2] -= 48
+    else:
+        kernel[grid](out, counter, WITH_DOT=kind == "dot")
+
+
+@pytest.mark.parametrize("kind", ["dot", "no dot", "kept copies"])
 @pytest.mark.parametrize("grid", [(5, 13, 3), (1, 9, 1), (7, 1, 2), (3, 8, 1), (17, 16, 1), (2, 25, 1)])
-def test_every_program_runs_once_with_its_ids(grid, with_dot):
+def test_every_program_runs_once_with_its_ids(grid, kind):
     nx, ny, nz = grid
     out = np.full(2 * nx * ny * nz, -1, np.int32)
     counter = np.zeros(1, np.int32)
-    ids_with_dot[grid](out, counter, WITH_DOT=with_dot)
+    _run(ids_with_dot_loop if kind == "kept copies" else ids_with_dot, grid, out, counter, kind)
     values, order = out[0::2], out[1::2]
     z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
     np.testing.assert_array_equal(values, (x + 1000 * y + 1000000 * z).ravel())
@@ -43,19 +74,21 @@ def test_every_program_runs_once_with_its_ids(grid, with_dot):
 
 
 def test_dot_kernels_run_y_columns_in_groups_on_one_thread(monkeypatch):
-    """On one thread the order shows: x-fastest without dots, groups of 8 y columns with."""
+    """On one thread the order shows: x-fastest without dots, groups of 8 y columns with, and
+    groups of 8 x rows with copies kept."""
     from naiad.runtime.jit import JITFunction
 
     monkeypatch.setenv("NAIAD_CPU_THREADS", "1")
-    kernel = JITFunction(ids_with_dot.fn)            # loaded anew, with one thread
-    nx, ny = 3, 10
+    kernels = {"dot": JITFunction(ids_with_dot.fn), "kept copies": JITFunction(ids_with_dot_loop.fn)}
     runs = {}
-    for with_dot in (False, True):
+    for kind, (nx, ny) in (("no dot", (3, 10)), ("dot", (3, 10)), ("kept copies", (10, 3))):
         out = np.full(2 * nx * ny, -1, np.int32)
-        kernel[(nx, ny)](out, np.zeros(1, np.int32), WITH_DOT=with_dot)
+        _run(kernels[kind if kind != "no dot" else "dot"], (nx, ny), out, np.zeros(1, np.int32), kind)
         order = out[1::2].reshape(ny, nx)
-        runs[with_dot] = [(x, y) for _, y, x in sorted((order[y, x], y, x)
-                                                       for y in range(ny) for x in range(nx))]
-    assert runs[False][:4] == [(0, 0), (1, 0), (2, 0), (0, 1)]
-    assert runs[True][:9] == [(0, y) for y in range(8)] + [(1, 0)]
-    assert runs[True][24:] == [(0, 8), (0, 9), (1, 8), (1, 9), (2, 8), (2, 9)]
+        runs[kind] = [(x, y) for _, y, x in sorted((order[y, x], y, x)
+                                                   for y in range(ny) for x in range(nx))]
+    assert runs["no dot"][:4] == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    assert runs["dot"][:9] == [(0, y) for y in range(8)] + [(1, 0)]
+    assert runs["dot"][24:] == [(0, 8), (0, 9), (1, 8), (1, 9), (2, 8), (2, 9)]
+    assert runs["kept copies"][:9] == [(x, 0) for x in range(8)] + [(0, 1)]
+    assert runs["kept copies"][24:] == [(8, 0), (9, 0), (8, 1), (9, 1), (8, 2), (9, 2)]

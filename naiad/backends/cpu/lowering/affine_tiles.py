@@ -80,18 +80,13 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     """The run-time test of ``load`` (an unchecked 2-D ``tt.load`` of pointers, or through a
     block pointer), or None where its address or mask does not separate into row and column
     terms."""
-    if kernel.bounds_check:
-        return None
     if is_block_pointer(load.ptr):
-        return _block_tile(kernel, load)
-    shape = shape_of(load.ptr.type)
-    if len(shape) != 2:
+        return _block_tile(kernel, load) if _rows_of_block(kernel, load) else None
+    separated = _separated(kernel, load)
+    if separated is None:
         return None
-    sums = _address_sums(kernel, load.ptr)
-    masks = _mask_terms(kernel, load.mask) if load.mask is not None else ([], [], [])
-    if sums is None or masks is None:
-        return None
-    rows, columns = shape
+    sums, masks = separated
+    rows, columns = shape_of(load.ptr.type)
     element = lt.memory_type(load.results[0].type)
     size = lt.byte_size(element)
     bld = kernel.b
@@ -112,14 +107,37 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     return AffineTile(whole, base, stride, columns, element)
 
 
-def _block_tile(kernel: Any, load: Any) -> AffineTile | None:
-    """A load through a 2-D block pointer whose rows are consecutive (innermost stride 1):
-    whole where the block lies within the bounds of each dimension it checks -- its address is
-    the block pointer's own arithmetic, ``base + (offset + i) * stride`` per dimension."""
+def separates(kernel: Any, load: Any) -> bool:
+    """Whether `affine_tile` tests ``load`` at run time (else it gives None), known without
+    emitting anything."""
+    if is_block_pointer(load.ptr):
+        return _rows_of_block(kernel, load)
+    return _separated(kernel, load) is not None
+
+
+def _separated(kernel: Any, load: Any) -> tuple[list[_Sum], tuple[list, list, list]] | None:
+    """The terms of an unchecked 2-D load's address (`_address_sums`) and mask (`_mask_terms`),
+    where both separate."""
+    if kernel.bounds_check or len(shape_of(load.ptr.type)) != 2:
+        return None
+    sums = _address_sums(kernel, load.ptr)
+    masks = _mask_terms(kernel, load.mask) if load.mask is not None else ([], [], [])
+    return None if sums is None or masks is None else (sums, masks)
+
+
+def _rows_of_block(kernel: Any, load: Any) -> bool:
+    """Whether an unchecked load through a block pointer reads a 2-D block of rows of
+    consecutive elements (innermost stride 1)."""
+    block = shape_of(load.ptr.type.pointee_type)
+    return not kernel.bounds_check and len(block) == 2 and kernel.lookup(load.ptr).unit_stride
+
+
+def _block_tile(kernel: Any, load: Any) -> AffineTile:
+    """A load through a 2-D block pointer whose rows are consecutive (`_rows_of_block`): whole
+    where the block lies within the bounds of each dimension it checks -- its address is the
+    block pointer's own arithmetic, ``base + (offset + i) * stride`` per dimension."""
     pointer: BlockPointer = kernel.lookup(load.ptr)
     block = shape_of(load.ptr.type.pointee_type)
-    if len(block) != 2 or not pointer.unit_stride:
-        return None
     bld = kernel.b
     element = lt.memory_type(load.results[0].type)
     size = ir.Constant(lt.I64, lt.byte_size(element))

@@ -78,7 +78,7 @@ def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Pane
         return None
     loop = op.parent_op()
     counter = _counter(kernel, loop)
-    slot = kernel.b.urem(_trip(kernel.b, *counter), ir.Constant(lt.I32, slots))
+    slot = kernel.b.urem(trip_number(kernel, loop), ir.Constant(lt.I32, slots))
     a, b = (kernel.buffer(v.type, copies=slots) for v in (op.a, op.b))
     return Panel(a, b, slots, slot, loop, counter)
 
@@ -96,6 +96,11 @@ def multiply(kernel: Any, gathered: Panel, run: Callable[[int | ir.Value], None]
                       lambda: None, None)
 
     kernel.after_loop(gathered.loop, rest)
+
+
+def trip_number(kernel: Any, loop: scf.ForOp) -> ir.Value:
+    """Which trip of ``loop`` this is, counted from 0 (an i32)."""
+    return _trip(kernel.b, *_counter(kernel, loop))
 
 
 def _counter(kernel: Any, loop: scf.ForOp) -> tuple[ir.Value, ir.Value, ir.Value]:

@@ -1,9 +1,12 @@
 """TTIR kernel -> one LLVM function per program, plus the grid function the driver calls.
 
-``naiad_kernel(args, pid_x, pid_y, pid_z, n_x, n_y, n_z)`` runs one program; the arguments come
-packed in 8-byte slots of ``args``.  ``naiad_grid(args, n_x, n_y, n_z, first, last)`` runs
-programs ``first .. last-1`` (linear ids, x fastest): a driver thread calls it once per share
-of the grid, so no Python runs per program.
+``naiad_kernel(args, pid_x, pid_y, pid_z, n_x, n_y, n_z, kept, zeroed)`` runs one program; the
+arguments come packed in 8-byte slots of ``args``.  ``naiad_grid(args, n_x, n_y, n_z, first,
+last)`` runs programs ``first .. last-1`` (linear ids, x fastest): a driver thread calls it once
+per share of the grid, so no Python runs per program.  Memory a program keeps for the next ones
+its thread runs (`share_memory`: `operand_cache`'s copies) is allocated there, once a share,
+and given to each program as ``kept`` (and ``zeroed``, its part cleared first; both null where
+none could be had).
 
 Op by op, in program order: scalars become LLVM values; tensors become `Lazy` (computed inside
 whatever loop consumes them) or `Buffer` (materialized, when used twice, across a region, or by
@@ -75,6 +78,9 @@ class KernelLowering:
         self.fused: set[SSAValue] = set()
         #: Code to emit where an `scf.for` exits, before its results are used (`after_loop`).
         self._after_loops: dict[Any, list[Callable[[], None]]] = {}
+        #: Bytes of the memory kept across a thread's programs (`share_memory`): cleared first
+        #: and not.
+        self._share_bytes = {True: 0, False: 0}
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -84,15 +90,16 @@ class KernelLowering:
         #: What is known of each value's elements (`consecutive`): once, of the module as it is
         #: lowered; a called function's values are added as each call is lowered (`_call`).
         self.axis = analyze(func)
-        body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6), "naiad_kernel")
+        body = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 6 + [lt.PTR] * 2),
+                           "naiad_kernel")
         body.linkage = "internal"
         body.attributes.add("alwaysinline")
         entry = body.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         start = body.append_basic_block("start")
         self.b = ir.IRBuilder(start)
-        args_ptr, *ids = body.args
-        self.program_ids, self.num_programs = ids[:3], ids[3:]
+        args_ptr, *ids, self._kept, self._zeroed = body.args
+        self.program_ids, self.num_programs = ids[:3], ids[3:6]
         self._unpack_arguments(func, args_ptr)
         self.lower_block(func.body.block)
         if not self.b.block.is_terminated:
@@ -128,31 +135,69 @@ class KernelLowering:
             value = op.operands[0]
         return None
 
+    def share_memory(self, size: int, zeroed: bool) -> ir.Value:
+        """``size`` bytes (64-byte aligned) that stay from one program to the next a thread
+        runs in a launch, all zero at the start of its share where ``zeroed``: their address
+        (an i64), 0 where the memory could not be had."""
+        offset = self._share_bytes[zeroed]
+        self._share_bytes[zeroed] += -(-size // 64) * 64
+        b = self.alloca_builder                 # at the program's entry: it dominates every use
+        address = b.ptrtoint(self._zeroed if zeroed else self._kept, lt.I64)
+        moved = b.add(address, ir.Constant(lt.I64, offset))
+        return b.select(b.icmp_unsigned("==", address, ir.Constant(lt.I64, 0)), address, moved)
+
     def _grid_function(self, body: ir.Function) -> ir.Function:
         """``naiad_grid(args, nx, ny, nz, first, last)``: run programs first..last-1."""
         fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 5), "naiad_grid")
         fn.attributes.add("noinline")           # one copy of the kernel, called by naiad_launch too
         args, nx, ny, nz, first, last = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        kept, zeroed, release = self._share_allocation(b)
         header, loop, done = (fn.append_basic_block(n) for n in ("header", "loop", "done"))
+        start = b.block
         b.branch(header)
         b.position_at_end(header)
         pid = b.phi(lt.I32)
-        pid.add_incoming(first, fn.blocks[0])
+        pid.add_incoming(first, start)
         b.cbranch(b.icmp_signed("<", pid, last), loop, done)
         b.position_at_end(loop)
         if any(isinstance(op, _DOTS) for op in self.module.walk()):
-            x, y, z = _grouped_ids(b, pid, nx, ny)
+            if self._share_bytes[True]:             # operand copies kept: see `_grouped_ids`
+                y, x, z = _grouped_ids(b, pid, ny, nx)
+            else:
+                x, y, z = _grouped_ids(b, pid, nx, ny)
         else:
             x = b.urem(pid, nx)
             rest = b.udiv(pid, nx)
             y, z = b.urem(rest, ny), b.udiv(rest, ny)
-        b.call(body, [args, x, y, z, nx, ny, nz])
+        b.call(body, [args, x, y, z, nx, ny, nz, kept, zeroed])
         pid.add_incoming(b.add(pid, ir.Constant(lt.I32, 1)), loop)
         b.branch(header)
         b.position_at_end(done)
+        release()
         b.ret_void()
         return fn
+
+    def _share_allocation(self, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value, Callable[[], None]]:
+        """The memory `share_memory` handed out, allocated once for a share of the grid: its
+        kept and zeroed parts (null pointers where there is none), and what frees it after the
+        share's programs.  The heap, not the stack: a worker thread's stack may be small."""
+        null = ir.Constant(lt.PTR, None)
+        zeroed_size, kept_size = self._share_bytes[True], self._share_bytes[False]
+        if zeroed_size + kept_size == 0:
+            return null, null, lambda: None
+        malloc = lt.function(self.llmod, "malloc", lt.PTR, [lt.I64])
+        free = lt.function(self.llmod, "free", lt.VOID, [lt.PTR])
+        raw = b.call(malloc, [ir.Constant(lt.I64, zeroed_size + kept_size + 64)])
+        address = b.ptrtoint(raw, lt.I64)
+        aligned = b.and_(b.add(address, ir.Constant(lt.I64, 63)), ir.Constant(lt.I64, -64))
+        had = b.icmp_unsigned("!=", address, ir.Constant(lt.I64, 0))
+        zeroed = b.select(had, b.inttoptr(aligned, lt.PTR), null)
+        kept = b.select(had, b.inttoptr(b.add(aligned, ir.Constant(lt.I64, zeroed_size)), lt.PTR), null)
+        memset = lt.intrinsic(self.llmod, "memset", [lt.PTR, lt.I64], lt.VOID, [lt.PTR, lt.I8, lt.I64, lt.I1])
+        with b.if_then(had):
+            b.call(memset, [zeroed, ir.Constant(lt.I8, 0), ir.Constant(lt.I64, zeroed_size), ir.Constant(lt.I1, 0)])
+        return kept, zeroed, lambda: b.call(free, [raw])
 
     def _launch_function(self, grid: ir.Function) -> None:
         """``naiad_launch(header)``: a whole launch on one thread, from one pointer: the header
@@ -555,7 +600,15 @@ def _grouped_ids(b: ir.IRBuilder, pid: ir.Value, nx: ir.Value, ny: ir.Value) -> 
     the same on the GPU with GROUP_SIZE_M).  Programs may run in any order; a 1-D grid keeps
     its own.  Gallery matmul, 2048^3 fp32, tiles 32 / 64: 95-104 -> 128, 132-135 -> 151-158
     GFLOP/s; a 2-D elementwise kernel lost a quarter of its bandwidth this way, so only kernels
-    with dots take it."""
+    with dots take it.
+
+    A kernel that keeps its operand copies across programs (`operand_cache`) is called with
+    the axes swapped (``y, x, z = _grouped_ids(b, pid, ny, nx)``): groups of x rows, for each
+    y all of them, so the programs in a row share y's operand -- B, where program id 1 walks
+    N's blocks as in Triton's kernels -- whose kept copy saves the most: B is the operand
+    copied into the interleaved layout of the bf16 and int8 products.  On a 2-core AMD EPYC
+    (AVX-512), 2048^3, against the same kept copies in the other order: int8 32-wide tiles
+    0.41 -> 0.59x torch, fp32 64-wide 1.34 -> 1.38x numpy (docs/PERFORMANCE.md, session 32)."""
     group = ir.Constant(lt.I32, DOT_GROUP)
     plane = b.mul(nx, ny)
     z, p = b.udiv(pid, plane), b.urem(pid, plane)

@@ -21,14 +21,16 @@ processor has AMX tiles, bf16 and int8 dots of whole tiles run on them instead
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite.ir as ir
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import TensorType, i32
 
 from naiad.backends.cpu.lowering import amx_matmul, k_panels
 from naiad.backends.cpu.lowering.dot_operands import (grouped_offset, grouped_rows, loaded_in_groups,
                                                       operand_buffer)
+from naiad.backends.cpu.lowering.operand_cache import copy_unless_kept, kept_trips
 from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
 from naiad.codegen import elementwise, llvm_types as lt, loops
 
@@ -68,29 +70,62 @@ def lower_dot(kernel: Any, op: Any) -> None:
     group = tiles.group if tiles else grouped.group if grouped else 1
     destination = kernel.dot_destination(op)
     gathered = k_panels.panel(kernel, op, tiles.k_step, destination) if tiles else None
-    a_into, b_into = (gathered.a_slot(kernel), gathered.b_slot(kernel)) if gathered else (None, None)
-    b_ = loaded_in_groups(kernel, op.b, group, b_into) if group > 1 and len(b_shape) == 2 else None
-    a, c = operand_buffer(kernel, op.a, a_into), operand_buffer(kernel, op.c)
+    if gathered:
+        _b_copy(kernel, op.b, group, 1, k_dim, n, gathered.b_slot(kernel))
+        operand_buffer(kernel, op.a, gathered.a_slot(kernel))
+        c = operand_buffer(kernel, op.c)
+        if destination.ptr is not c.ptr:
+            kernel.copy(c, destination)
+        k_panels.multiply(kernel, gathered, lambda blocks: amx_matmul.tiled_matmul(
+            kernel, tiles, gathered.a, gathered.b, destination, m, n, k_dim, 0, blocks))
+        kernel.env[result] = destination
+        return
+    b_ = _kept_or(kernel, op, op.b, tiles, lambda into: _b_copy(kernel, op.b, group, batch, k_dim, n, into))
+    a = _kept_or(kernel, op, op.a, tiles, lambda into: operand_buffer(kernel, op.a, into))
+    c = operand_buffer(kernel, op.c)
     if grouped and grouped.unsigned_a:
         a = _moved_up(kernel, a)
-    if b_ is None:
-        b_ = operand_buffer(kernel, op.b)
-        if group > 1:
-            b_ = grouped_rows(kernel, b_, batch, k_dim, n, group, b_into)
     target = destination or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
-    if gathered:
-        k_panels.multiply(kernel, gathered, lambda blocks: amx_matmul.tiled_matmul(
-            kernel, tiles, gathered.a, gathered.b, target, m, n, k_dim, 0, blocks))
-        kernel.env[result] = target
-        return
     for index in range(batch):
         if tiles:
             amx_matmul.tiled_matmul(kernel, tiles, a, b_, target, m, n, k_dim, index)
         else:
             _matmul(kernel, a, b_, target, m, n, k_dim, index, grouped)
     kernel.env[result] = target
+
+
+def _b_copy(kernel: Any, b: Any, group: int, batch: int, k_dim: int, n: int, into: Buffer | None) -> Buffer:
+    """B (``[batch,] K x N``) in a buffer (``into`` when given), its rows interleaved in
+    groups of ``group`` (`grouped_rows`) where it is more than 1: a 2-D B loaded straight
+    into that layout where it can be, else copied and then grouped."""
+    if group == 1:
+        return operand_buffer(kernel, b, into)
+    if len(shape_of(b.type)) == 2:
+        loaded = loaded_in_groups(kernel, b, group, into)
+        if loaded is not None:
+            return loaded
+    return grouped_rows(kernel, operand_buffer(kernel, b), batch, k_dim, n, group, into)
+
+
+def _kept_or(kernel: Any, op: Any, value: Any, tiles: Any, copy: Callable[[Buffer | None], Buffer]) -> Buffer:
+    """Operand ``value`` of dot ``op``, ``copy(into)`` putting it in a buffer: its place among
+    the copies kept across programs where its loop keeps them (`operand_cache`), else a
+    buffer of its own (``copy(None)``).  Not for dots on AMX ``tiles``: kept copies there are
+    yet to be run and measured on such a processor (docs/PERFORMANCE.md, session 32)."""
+    loop = op.parent_op()
+    if tiles or not isinstance(loop, scf.ForOp) or len(shape_of(value.type)) != 2:
+        return copy(None)
+    size = numel(value.type) * lt.byte_size(lt.memory_type(value.type))
+    kept = kept_trips(kernel, value, loop, size, 1)
+    if kept is None:
+        return copy(None)
+    trip = k_panels.trip_number(kernel, loop)
+    own = kernel.buffer(value.type)
+    into = Buffer(kernel.b.select(kept.holds(kernel, trip), kept.place(kernel, trip), own.ptr), value.type)
+    copy_unless_kept(kernel, kept, value, trip, into, copy)
+    return into
 
 
 def _grouped_product(kernel: Any, op: Any, n: int, k_dim: int) -> GroupedProduct | None:

@@ -1,0 +1,133 @@
+"""A dot operand's trip-by-trip copies kept for the next programs a thread runs.
+
+A matmul's programs share operands: every program of one row of C blocks reads the same rows
+of A, trip after trip of its K loop, and every program of one column the same columns of B.
+Copied into a buffer (`dot_operands`) afresh by each program -- B of bf16 and int8 also
+interleaved for their products -- the shared operand is read again from wherever it lies:
+from the third-level cache, in rows a power of two apart that fall into a few cache sets, in a
+2048^3 matmul (docs/PERFORMANCE.md, sessions 30-31).  So each trip's copy goes to a slot of
+memory the thread keeps across its programs (`KernelLowering.share_memory`), tagged with what
+was copied: the tile's first element's address and row stride, where the load tested whole
+(`affine_tiles`).  A later program whose trip finds its own tile's tag there skips the copy
+and multiplies the one kept, packed and contiguous.  The grid runs the programs that share B
+one after another (`kernel._grouped_ids`).
+
+Kept only where that is the same as copying again: the load is a dot operand's alone, in an
+`scf.for` that no loop encloses, and nothing the kernel does before the loop ends writes
+memory -- so every program reads what the first one copied (programs writing what others
+read race on any target; within a program, a write before the load is what would make a kept
+copy stale).  The memory is a thread's for one launch, cleared at its start: a launch never
+sees a copy of the memory of one before it.  Trips past `OPERAND_BYTES` of copies are copied
+into the panel as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects import scf
+
+from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, separates
+from naiad.backends.cpu.lowering.tiles import Buffer, Lazy
+from naiad.codegen import llvm_types as lt
+from naiad.ir import tt
+from naiad.passes.effects import Effect, effect_of
+
+#: Bytes of copies kept for one operand (a thread's): 64 trips of a 128 x 32 bf16 tile and its
+#: tag each, so a K of 2048; on a core of 2 MB of second-level cache, with the other operand's.
+OPERAND_BYTES = 1 << 19
+#: Bytes of a trip's tag: the address of the tile's first element and its row stride (i64 each).
+TAG_BYTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptTrips:
+    """Where one operand's copies are kept: ``data`` (an i64 address: trip ``t``'s copy at
+    ``data + t * tile_bytes``) and ``tags`` (``TAG_BYTES`` a trip), for trips below ``trips``;
+    both 0 where the thread has no such memory."""
+
+    data: ir.Value
+    tags: ir.Value
+    trips: int
+    tile_bytes: int
+
+    def holds(self, kernel: Any, trip: ir.Value) -> ir.Value:
+        """Whether trip ``trip`` (an i32) has a place here (an i1)."""
+        bld = kernel.b
+        inside = bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, self.trips))
+        return bld.and_(inside, bld.icmp_unsigned("!=", self.data, ir.Constant(lt.I64, 0)))
+
+    def place(self, kernel: Any, trip: ir.Value) -> ir.Value:
+        """Trip ``trip``'s copy (a pointer), where `holds`."""
+        bld = kernel.b
+        offset = bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, self.tile_bytes))
+        return bld.inttoptr(bld.add(self.data, offset), lt.PTR)
+
+
+def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multiple: int) -> KeptTrips | None:
+    """The kept copies of dot operand ``value`` (a tile of ``tile_bytes``, copied once a trip of
+    ``loop``), as many trips as fit `OPERAND_BYTES` rounded down to a ``multiple``; None where
+    they cannot be kept (see the module's docstring)."""
+    held = kernel.lookup(value)
+    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or held.op.parent_op() is not loop \
+            or kernel.uses.get(value) != (1, False) or not separates(kernel, held.op) \
+            or not _nothing_written_first(kernel.func_op, loop):
+        return None
+    trips = OPERAND_BYTES // (tile_bytes + TAG_BYTES) // multiple * multiple
+    if trips == 0:
+        return None
+    return KeptTrips(kernel.share_memory(trips * tile_bytes, zeroed=False),
+                     kernel.share_memory(trips * TAG_BYTES, zeroed=True), trips, tile_bytes)
+
+
+def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, into: Buffer,
+                     copy: Callable[[Buffer], None]) -> None:
+    """``copy(into)`` -- ``into`` `KeptTrips.place` where the trip `holds` --, unless the kept
+    copy is of the same tile: tagged with its address and row stride, where the load tests
+    whole (else tagged as nothing: an edge tile's masked-off elements are not in memory)."""
+    bld = kernel.b
+    tile: AffineTile = affine_tile(kernel, kernel.lookup(value).op)   # `kept_trips` made sure
+    holds = kept.holds(kernel, trip)
+    zero = ir.Constant(lt.I64, 0)
+    whole, base, stride = tile.whole, tile.base, tile.row_stride
+    tag = bld.inttoptr(bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES))), lt.PTR)
+
+    def same() -> ir.Value:
+        first = bld.load(tag, typ=lt.I64, align=8)
+        step = bld.load(bld.gep(tag, [ir.Constant(lt.I64, 8)], source_etype=lt.I8), typ=lt.I64, align=8)
+        return bld.and_(bld.icmp_unsigned("==", first, base), bld.icmp_unsigned("==", step, stride))
+
+    found = kernel.choose(bld.and_(holds, whole), same, lambda: ir.Constant(lt.I1, 0), lt.I1)
+
+    def fresh() -> None:
+        copy(into)
+
+        def tag_it() -> None:
+            bld.store(bld.select(whole, base, zero), tag, align=8)
+            bld.store(bld.select(whole, stride, zero), bld.gep(tag, [ir.Constant(lt.I64, 8)], source_etype=lt.I8),
+                      align=8)
+
+        kernel.choose(holds, tag_it, lambda: None, None)
+
+    kernel.choose(found, lambda: None, fresh, None)
+
+
+def _nothing_written_first(func: Any, loop: scf.ForOp) -> bool:
+    """Whether ``loop`` runs once a program (no loop encloses it) and no op that may write
+    memory comes before its end."""
+    around = loop.parent_op()
+    while around is not None and around is not func:
+        if isinstance(around, (scf.ForOp, scf.WhileOp)):
+            return False
+        around = around.parent_op()
+    seen = False
+    for op in func.walk():
+        if op is loop:
+            seen = True
+        elif seen and not loop.is_ancestor(op):
+            return True
+        elif not op.regions and effect_of(op) is Effect.WRITE:
+            return False
+    return True

@@ -1,0 +1,193 @@
+"""Dot operands kept across the programs a thread runs (`naiad.backends.cpu.lowering.operand_cache`).
+
+Matmuls whose programs share rows of A and columns of B are checked against numpy in fp32,
+bf16 and int8: over tile sizes, masked edges, K loops longer than the copies kept, a launch
+after its operands changed in place, a loop run twice by an outer one that writes what it
+reads, programs that write what they then read, and tiles at one address read with two row
+strides.  Which kernels keep copies at all is checked in their LLVM IR (the copies live in
+memory ``naiad_grid`` allocates)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naiad
+import naiad.language as tl
+from naiad.tools.gallery import matmul_kernel
+
+pytestmark = pytest.mark.shipped_backends
+
+torch = pytest.importorskip("torch")
+
+
+def _operand(dtype, rng, *shape):
+    if dtype == "int8":
+        return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
+    values = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    return values.bfloat16() if dtype == "bf16" else values
+
+
+def _result(dtype, *shape):
+    return torch.zeros(shape, dtype=torch.int32) if dtype == "int8" else torch.full(shape, float("nan"))
+
+
+def _check(dtype, c, a, b):
+    """``c`` against the products of ``a`` and ``b`` summed in float64 (int8: exactly)."""
+    want = a.double().numpy() @ b.double().numpy()
+    if dtype == "int8":
+        np.testing.assert_array_equal(c.numpy(), want.astype(np.int64))
+    else:
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-4, atol=1e-3 * np.sqrt(a.shape[1]))
+
+
+def _gallery(a, b, c, bm, bn, bk, kernel=matmul_kernel):
+    m, k = a.shape
+    n = b.shape[1]
+    kernel[(naiad.cdiv(m, bm), naiad.cdiv(n, bn))](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
+@pytest.mark.parametrize("m, n, k, bm, bn", [
+    (256, 256, 512, 64, 64),             # 16 programs: rows and columns each read by four
+    (128, 256, 4096, 64, 128),           # more trips than the copies kept
+    (200, 130, 320, 32, 32),             # masked edges: edge tiles copied every trip
+    (96, 384, 256, 32, 64),
+    (512, 64, 1024, 16, 64)])
+def test_programs_sharing_operands_match_numpy(dtype, m, n, k, bm, bn):
+    rng = np.random.default_rng(m + n + k)
+    a, b = _operand(dtype, rng, m, k), _operand(dtype, rng, k, n)
+    c = _result(dtype, m, n)
+    _gallery(a, b, c, bm, bn, 64 if dtype == "int8" else 32)
+    _check(dtype, c, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_k_not_a_multiple_of_the_block(dtype):
+    """The last trip's tile is masked along K: copied, never taken from what was kept."""
+    rng = np.random.default_rng(8)
+    a, b = _operand(dtype, rng, 128, 1000), _operand(dtype, rng, 1000, 128)
+    c = _result(dtype, 128, 128)
+    _gallery(a, b, c, 32, 32, 32)
+    _check(dtype, c, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_launch_after_the_operands_changed_reads_them_anew(dtype, monkeypatch):
+    """Copies are kept for one launch: the second sees the new A and B, at the same addresses
+    (on one thread, whose second launch may be given the same memory as its first)."""
+    rng = np.random.default_rng(5)
+    a, b = _operand(dtype, rng, 256, 512), _operand(dtype, rng, 512, 256)
+    c = _result(dtype, 256, 256)
+    kernel = _on_one_thread(matmul_kernel, monkeypatch)
+    for _ in range(3):
+        _gallery(a, b, c, 64, 64, 32, kernel)
+    a.copy_(_operand(dtype, rng, 256, 512))
+    b[100:300].copy_(_operand(dtype, rng, 200, 256))
+    _gallery(a, b, c, 64, 64, 32, kernel)
+    _check(dtype, c, a, b)
+
+
+def _on_one_thread(kernel, monkeypatch):
+    """``kernel`` loaded anew to run its programs on one thread, one after another: each
+    program after the first finds what the one before it kept."""
+    from naiad.runtime.jit import JITFunction
+
+    monkeypatch.setenv("NAIAD_CPU_THREADS", "1")
+    return JITFunction(kernel.fn)
+
+
+@naiad.jit
+def squared_twice(w_ptr, x_ptr, N: tl.constexpr, BK: tl.constexpr):
+    """``x = w @ x`` twice, in place: the K loop runs in an outer loop that writes, between its
+    runs, the very tiles it reads."""
+    rn, rk = tl.arange(0, N), tl.arange(0, BK)
+    for _ in range(2):
+        acc = tl.zeros((N, N), dtype=tl.float32)
+        for k in range(0, N, BK):
+            w = tl.load(w_ptr + rn[:, None] * N + (k + rk)[None, :])
+            x = tl.load(x_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(w, x, acc)
+        tl.debug_barrier()
+        tl.store(x_ptr + rn[:, None] * N + rn[None, :], acc)
+
+
+def test_a_loop_run_again_after_its_tiles_were_written_reads_them_anew():
+    rng = np.random.default_rng(9)
+    w, x = _operand("fp32", rng, 64, 64) * 0.125, _operand("fp32", rng, 64, 64)
+    want = w.double().numpy() @ (w.double().numpy() @ x.double().numpy())
+    squared_twice[(1,)](w, x, N=64, BK=32)
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@naiad.jit
+def staged(a_ptr, b_ptr, stage_ptr, c_ptr, K, N: tl.constexpr, BK: tl.constexpr):
+    """Each program copies its own B (``pid``'s block of rows of ``b``) to one staging area
+    every program reads it back from: the same addresses, other values in each program."""
+    pid = tl.program_id(0)
+    rn, rk = tl.arange(0, N), tl.arange(0, BK)
+    for k in range(0, K, BK):
+        rows = (k + rk)[:, None] * N + rn[None, :]
+        tl.store(stage_ptr + rows, tl.load(b_ptr + pid * K * N + rows))
+    tl.debug_barrier()
+    acc = tl.zeros((N, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rn[:, None] * K + (k + rk)[None, :])
+        b = tl.load(stage_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid * N * N + rn[:, None] * N + rn[None, :], acc)
+
+
+def test_programs_that_write_what_they_read_on_one_thread(monkeypatch):
+    """Programs on one thread run one after another: each reads the B it staged, not the
+    previous program's (a kernel that writes before its loop keeps no copies)."""
+    rng = np.random.default_rng(3)
+    programs, k = 4, 256
+    a, b = _operand("fp32", rng, 32, k), _operand("fp32", rng, programs * k, 32)
+    stage = torch.zeros(k, 32)
+    c = _result("fp32", programs, 32, 32)
+    _on_one_thread(staged, monkeypatch)[(programs,)](a, b, stage, c, k, N=32, BK=32)
+    for p in range(programs):
+        _check("fp32", c[p], a, b[p * k:(p + 1) * k])
+
+
+@naiad.jit
+def strided_rows(a_ptr, b_ptr, c_ptr, K, N: tl.constexpr, BK: tl.constexpr):
+    """Program ``pid`` multiplies A by every ``pid + 1``-th row of B from its first: the same
+    first address in every program, another row stride."""
+    pid = tl.program_id(0)
+    rn, rk = tl.arange(0, N), tl.arange(0, BK)
+    acc = tl.zeros((N, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rn[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * ((pid + 1) * N) + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid * N * N + rn[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_tile_at_the_same_address_with_another_row_stride_is_copied_again(dtype, monkeypatch):
+    rng = np.random.default_rng(4)
+    programs, k = 3, 128
+    a, b = _operand(dtype, rng, 32, k), _operand(dtype, rng, programs * k, 32)
+    c = _result(dtype, programs, 32, 32)
+    _on_one_thread(strided_rows, monkeypatch)[(programs,)](a, b, c, k, N=32, BK=32)
+    for p in range(programs):
+        _check(dtype, c[p], a, b[::p + 1][:k])
+
+
+def _keeps_copies(compiled):
+    """Whether the kernel's ``naiad_grid`` allocates memory for copies kept across programs."""
+    return "@malloc" in compiled.asm["llir"]
+
+
+def test_which_kernels_keep_copies():
+    a, c = torch.zeros(256, 256), torch.zeros(256, 256)
+    for tile in (32, 64, 128):
+        assert _keeps_copies(matmul_kernel.warmup(a, a, c, 256, 256, 256, 256, 1, 256, 1, 256, 1,
+                                                  BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32, grid=(1, 1)))
+    assert _keeps_copies(strided_rows.warmup(a, a, c, 256, N=32, BK=32, grid=(4,)))
+    assert not _keeps_copies(squared_twice.warmup(a, a, N=64, BK=32, grid=(1,)))
+    assert not _keeps_copies(staged.warmup(a, a, a, c, 256, N=32, BK=32, grid=(4,)))
