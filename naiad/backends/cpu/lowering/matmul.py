@@ -5,7 +5,8 @@ in tiles of ``MR`` rows by ``NR`` columns held in vector registers: for each k, 
 vectors of B's row k are loaded once and multiplied by ``MR`` broadcast elements of A's column
 k (fused multiply-add), so each loaded value is used ``MR`` or ``NR / lanes`` times.  Inputs
 narrower than fp32 are widened as they are loaded; int8 accumulates in int32.  Operands that
-are loads are first copied into buffers (`dot_operands`).
+are loads are first copied into buffers (`dot_operands`), in a K loop into copies kept for the
+next programs that read the same tiles (`operand_cache`).
 
 bf16 operands on a target that multiplies bf16 pairs (AVX-512 BF16's ``vdpbf16ps``: each fp32
 lane adds ``a[k] b[k] + a[k+1] b[k+1]``) go two k at a time, twice the multiply-adds of an fp32
@@ -109,7 +110,8 @@ def _b_copy(kernel: Any, b: Any, group: int, batch: int, k_dim: int, n: int, int
     return grouped_rows(kernel, operand_buffer(kernel, b), batch, k_dim, n, group, into)
 
 
-def _kept_or(kernel: Any, op: Any, value: Any, tiles: Any, copy: Callable[[Buffer | None], Buffer]) -> Buffer:
+def _kept_or(kernel: Any, op: Any, value: Any, tiles: amx_matmul.TileProduct | None,
+             copy: Callable[[Buffer | None], Buffer]) -> Buffer:
     """Operand ``value`` of dot ``op``, ``copy(into)`` putting it in a buffer: its place among
     the copies kept across programs where its loop keeps them (`operand_cache`), else a
     buffer of its own (``copy(None)``).  Not for dots on AMX ``tiles``: kept copies there are

@@ -17,8 +17,9 @@ Kept only where that is the same as copying again: the load is a dot operand's a
 memory -- so every program reads what the first one copied (programs writing what others
 read race on any target; within a program, a write before the load is what would make a kept
 copy stale).  The memory is a thread's for one launch, cleared at its start: a launch never
-sees a copy of the memory of one before it.  Trips past `OPERAND_BYTES` of copies are copied
-into the panel as before.
+sees a copy of the memory of one before it.  Trips past `OPERAND_BYTES` of copies, and tiles
+that do not test whole (an edge's, partly masked off), are copied into the program's own
+buffer as before.
 """
 
 from __future__ import annotations
