@@ -191,3 +191,32 @@ def test_which_kernels_keep_copies():
     assert _keeps_copies(strided_rows.warmup(a, a, c, 256, N=32, BK=32, grid=(4,)))
     assert not _keeps_copies(squared_twice.warmup(a, a, N=64, BK=32, grid=(1,)))
     assert not _keeps_copies(staged.warmup(a, a, a, c, 256, N=32, BK=32, grid=(4,)))
+
+
+@naiad.jit
+def unique_then_shared(a_ptr, b_ptr, c_ptr, K, FIRST: tl.constexpr, N: tl.constexpr, BK: tl.constexpr):
+    """Programs below ``FIRST`` read a B of their own, the rest all read the one after them."""
+    pid = tl.program_id(0)
+    rn, rk = tl.arange(0, N), tl.arange(0, BK)
+    b_base = b_ptr + tl.minimum(pid, FIRST) * K * N
+    acc = tl.zeros((N, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + pid * N * K + rn[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_base + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid * N * N + rn[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_programs_that_stop_keeping_copies_and_those_after(dtype, monkeypatch):
+    """On one thread the first programs find nothing kept (each its own B, and A always its
+    own), so the thread stops keeping copies (`operand_cache.IDLE_PROGRAMS`); every result is
+    still right, before and after."""
+    rng = np.random.default_rng(6)
+    programs, first, k = 10, 4, 192
+    a, b = _operand(dtype, rng, programs * 32, k), _operand(dtype, rng, (first + 1) * k, 32)
+    c = _result(dtype, programs, 32, 32)
+    _on_one_thread(unique_then_shared, monkeypatch)[(programs,)](a, b, c, k, FIRST=first, N=32, BK=32)
+    for p in range(programs):
+        q = min(p, first)
+        _check(dtype, c[p], a[p * 32:(p + 1) * 32], b[q * k:(q + 1) * k])

@@ -123,11 +123,7 @@ def _kept_or(kernel: Any, op: Any, value: Any, tiles: amx_matmul.TileProduct | N
     kept = kept_trips(kernel, value, loop, size, 1)
     if kept is None:
         return copy(None)
-    trip = k_panels.trip_number(kernel, loop)
-    own = kernel.buffer(value.type)
-    into = Buffer(kernel.b.select(kept.holds(kernel, trip), kept.place(kernel, trip), own.ptr), value.type)
-    copy_unless_kept(kernel, kept, value, trip, into, copy)
-    return into
+    return copy_unless_kept(kernel, kept, value, k_panels.trip_number(kernel, loop), kernel.buffer(value.type), copy)
 
 
 def _grouped_product(kernel: Any, op: Any, n: int, k_dim: int) -> GroupedProduct | None:

@@ -41,16 +41,24 @@ from naiad.passes.effects import Effect, effect_of
 OPERAND_BYTES = 1 << 19
 #: Bytes of a trip's tag: the address of the tile's first element and its row stride (i64 each).
 TAG_BYTES = 16
+#: Programs in a row that found none of their tiles kept, after which a thread's later programs
+#: copy into buffers of their own: where programs share no tiles (a batch of matmuls, each its
+#: own), the copies kept -- a new place every trip, and its tag -- cost 7-8 % of a fp32 one
+#: with 64-wide tiles on the 2-core EPYC (docs/PERFORMANCE.md, session 32), and the operand
+#: that a grid's order never repeats (A, programs in a row sharing B) pays it too.
+IDLE_PROGRAMS = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class KeptTrips:
     """Where one operand's copies are kept: ``data`` (an i64 address: trip ``t``'s copy at
     ``data + t * tile_bytes``) and ``tags`` (``TAG_BYTES`` a trip), for trips below ``trips``;
-    both 0 where the thread has no such memory."""
+    both 0 where the thread has no such memory.  ``state``: two i64, the programs in a row that
+    found nothing kept before this one, and whether this one has."""
 
     data: ir.Value
     tags: ir.Value
+    state: ir.Value
     trips: int
     tile_bytes: int
 
@@ -80,17 +88,21 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
     if trips == 0:
         return None
     return KeptTrips(kernel.share_memory(trips * tile_bytes, zeroed=False),
-                     kernel.share_memory(trips * TAG_BYTES, zeroed=True), trips, tile_bytes)
+                     kernel.share_memory(trips * TAG_BYTES, zeroed=True), kernel.share_memory(16, zeroed=True),
+                     trips, tile_bytes)
 
 
-def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, into: Buffer,
-                     copy: Callable[[Buffer], None]) -> None:
-    """``copy(into)`` -- ``into`` `KeptTrips.place` where the trip `holds` --, unless the kept
-    copy is of the same tile: tagged with its address and row stride, where the load tests
-    whole (else tagged as nothing: an edge tile's masked-off elements are not in memory)."""
+def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, own: Buffer,
+                     copy: Callable[[Buffer], None]) -> Buffer:
+    """Where this trip's copy of ``value`` is: ``copy(into)`` into `KeptTrips.place` where the
+    trip `holds` and the thread still keeps copies (`_keeping`), else into ``own`` -- unless
+    the kept copy is of the same tile: tagged with its address and row stride, where the load
+    tests whole (else tagged as nothing: an edge tile's masked-off elements are not in
+    memory)."""
     bld = kernel.b
     tile: AffineTile = affine_tile(kernel, kernel.lookup(value).op)   # `kept_trips` made sure
-    holds = kept.holds(kernel, trip)
+    holds = _keeping(kernel, kept, trip)
+    into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
     whole, base, stride = tile.whole, tile.base, tile.row_stride
     tag = bld.inttoptr(bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES))), lt.PTR)
@@ -101,6 +113,8 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, i
         return bld.and_(bld.icmp_unsigned("==", first, base), bld.icmp_unsigned("==", step, stride))
 
     found = kernel.choose(bld.and_(holds, whole), same, lambda: ir.Constant(lt.I1, 0), lt.I1)
+    with bld.if_then(found):
+        bld.store(ir.Constant(lt.I64, 1), _field(bld, kept.state, 8), align=8)
 
     def fresh() -> None:
         copy(into)
@@ -113,6 +127,28 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, i
         kernel.choose(holds, tag_it, lambda: None, None)
 
     kernel.choose(found, lambda: None, fresh, None)
+    return into
+
+
+def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
+    """Whether trip ``trip`` goes to the kept copies (an i1): it `holds` there, and fewer than
+    `IDLE_PROGRAMS` programs in a row before this one found nothing kept.  The count is
+    brought up to date at each program's first trip (the loop runs once a program), so the
+    answer is the same for all of a program's trips."""
+    bld = kernel.b
+    idle_at, found_at = _field(bld, kept.state, 0), _field(bld, kept.state, 8)
+    with bld.if_then(bld.icmp_unsigned("==", trip, ir.Constant(lt.I32, 0))):
+        found = bld.icmp_unsigned("!=", bld.load(found_at, typ=lt.I64, align=8), ir.Constant(lt.I64, 0))
+        idle = bld.load(idle_at, typ=lt.I64, align=8)
+        bld.store(bld.select(found, ir.Constant(lt.I64, 0), bld.add(idle, ir.Constant(lt.I64, 1))), idle_at, align=8)
+        bld.store(ir.Constant(lt.I64, 0), found_at, align=8)
+    idle = bld.load(idle_at, typ=lt.I64, align=8)
+    return bld.and_(kept.holds(kernel, trip), bld.icmp_unsigned("<=", idle, ir.Constant(lt.I64, IDLE_PROGRAMS)))
+
+
+def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
+    """A pointer to the i64 ``offset`` bytes past ``address`` (an i64)."""
+    return bld.inttoptr(bld.add(address, ir.Constant(lt.I64, offset)), lt.PTR)
 
 
 def _nothing_written_first(func: Any, loop: scf.ForOp) -> bool:
