@@ -54,7 +54,7 @@ class KeptTrips:
     """Where one operand's copies are kept: ``data`` (an i64 address: trip ``t``'s copy at
     ``data + t * tile_bytes``) and ``tags`` (``TAG_BYTES`` a trip), for trips below ``trips``;
     both 0 where the thread has no such memory.  ``state``: two i64, the programs in a row that
-    found nothing kept before this one, and whether this one has."""
+    found nothing kept before this one, and whether this one has not found anything yet."""
 
     data: ir.Value
     tags: ir.Value
@@ -114,7 +114,7 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
 
     found = kernel.choose(bld.and_(holds, whole), same, lambda: ir.Constant(lt.I1, 0), lt.I1)
     with bld.if_then(found):
-        bld.store(ir.Constant(lt.I64, 1), _field(bld, kept.state, 8), align=8)
+        bld.store(ir.Constant(lt.I64, 0), _field(bld, kept.state, 8), align=8)
 
     def fresh() -> None:
         copy(into)
@@ -134,16 +134,24 @@ def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
     """Whether trip ``trip`` goes to the kept copies (an i1): it `holds` there, and fewer than
     `IDLE_PROGRAMS` programs in a row before this one found nothing kept.  The count is
     brought up to date at each program's first trip (the loop runs once a program), so the
-    answer is the same for all of a program's trips."""
+    answer is the same for all of a program's trips; a share's memory starts with it at 0 and
+    nothing missed."""
     bld = kernel.b
-    idle_at, found_at = _field(bld, kept.state, 0), _field(bld, kept.state, 8)
-    with bld.if_then(bld.icmp_unsigned("==", trip, ir.Constant(lt.I32, 0))):
-        found = bld.icmp_unsigned("!=", bld.load(found_at, typ=lt.I64, align=8), ir.Constant(lt.I64, 0))
+    zero, one = ir.Constant(lt.I64, 0), ir.Constant(lt.I64, 1)
+    have = bld.icmp_unsigned("!=", kept.state, zero)
+    idle_at, missed_at = _field(bld, kept.state, 0), _field(bld, kept.state, 8)
+    with bld.if_then(bld.and_(have, bld.icmp_unsigned("==", trip, ir.Constant(lt.I32, 0)))):
+        missed = bld.icmp_unsigned("!=", bld.load(missed_at, typ=lt.I64, align=8), zero)
         idle = bld.load(idle_at, typ=lt.I64, align=8)
-        bld.store(bld.select(found, ir.Constant(lt.I64, 0), bld.add(idle, ir.Constant(lt.I64, 1))), idle_at, align=8)
-        bld.store(ir.Constant(lt.I64, 0), found_at, align=8)
-    idle = bld.load(idle_at, typ=lt.I64, align=8)
-    return bld.and_(kept.holds(kernel, trip), bld.icmp_unsigned("<=", idle, ir.Constant(lt.I64, IDLE_PROGRAMS)))
+        bld.store(bld.select(missed, bld.add(idle, one), zero), idle_at, align=8)
+        bld.store(one, missed_at, align=8)
+
+    def active() -> ir.Value:
+        idle = bld.load(idle_at, typ=lt.I64, align=8)
+        return bld.icmp_unsigned("<", idle, ir.Constant(lt.I64, IDLE_PROGRAMS))
+
+    still = kernel.choose(have, active, lambda: ir.Constant(lt.I1, 0), lt.I1)
+    return bld.and_(kept.holds(kernel, trip), still)
 
 
 def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
