@@ -62,14 +62,8 @@ class KeptTrips:
     trips: int
     tile_bytes: int
 
-    def holds(self, kernel: Any, trip: ir.Value) -> ir.Value:
-        """Whether trip ``trip`` (an i32) has a place here (an i1)."""
-        bld = kernel.b
-        inside = bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, self.trips))
-        return bld.and_(inside, bld.icmp_unsigned("!=", self.data, ir.Constant(lt.I64, 0)))
-
     def place(self, kernel: Any, trip: ir.Value) -> ir.Value:
-        """Trip ``trip``'s copy (a pointer), where `holds`."""
+        """Trip ``trip``'s copy (a pointer), where `_keeping`."""
         bld = kernel.b
         offset = bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, self.tile_bytes))
         return bld.inttoptr(bld.add(self.data, offset), lt.PTR)
@@ -95,7 +89,7 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
 def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, own: Buffer,
                      copy: Callable[[Buffer], None]) -> Buffer:
     """Where this trip's copy of ``value`` is: ``copy(into)`` into `KeptTrips.place` where the
-    trip `holds` and the thread still keeps copies (`_keeping`), else into ``own`` -- unless
+    trip has one and the thread still keeps copies (`_keeping`), else into ``own`` -- unless
     the kept copy is of the same tile: tagged with its address and row stride, where the load
     tests whole (else tagged as nothing: an edge tile's masked-off elements are not in
     memory)."""
@@ -105,11 +99,12 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
     whole, base, stride = tile.whole, tile.base, tile.row_stride
-    tag = bld.inttoptr(bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES))), lt.PTR)
+    tag = bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES)))
+    tag_base, tag_stride = _field(bld, tag, 0), _field(bld, tag, 8)
 
     def same() -> ir.Value:
-        first = bld.load(tag, typ=lt.I64, align=8)
-        step = bld.load(bld.gep(tag, [ir.Constant(lt.I64, 8)], source_etype=lt.I8), typ=lt.I64, align=8)
+        first = bld.load(tag_base, typ=lt.I64, align=8)
+        step = bld.load(tag_stride, typ=lt.I64, align=8)
         return bld.and_(bld.icmp_unsigned("==", first, base), bld.icmp_unsigned("==", step, stride))
 
     found = kernel.choose(bld.and_(holds, whole), same, lambda: ir.Constant(lt.I1, 0), lt.I1)
@@ -120,9 +115,8 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
         copy(into)
 
         def tag_it() -> None:
-            bld.store(bld.select(whole, base, zero), tag, align=8)
-            bld.store(bld.select(whole, stride, zero), bld.gep(tag, [ir.Constant(lt.I64, 8)], source_etype=lt.I8),
-                      align=8)
+            bld.store(bld.select(whole, base, zero), tag_base, align=8)
+            bld.store(bld.select(whole, stride, zero), tag_stride, align=8)
 
         kernel.choose(holds, tag_it, lambda: None, None)
 
@@ -131,11 +125,12 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
 
 
 def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
-    """Whether trip ``trip`` goes to the kept copies (an i1): it `holds` there, and fewer than
-    `IDLE_PROGRAMS` programs in a row before this one found nothing kept.  The count is
-    brought up to date at each program's first trip (the loop runs once a program), so the
-    answer is the same for all of a program's trips; a share's memory starts with it at 0 and
-    nothing missed."""
+    """Whether trip ``trip`` goes to the kept copies (an i1): the thread has their memory (the
+    state's, the tags' and the copies' are one allocation: all there or none), the trip has a
+    place there, and fewer than `IDLE_PROGRAMS` programs in a row before this one found
+    nothing kept.  The count is brought up to date at each program's first trip (the loop
+    runs once a program), so the answer is the same for all of a program's trips; a share's
+    memory starts with it at 0 and nothing missed."""
     bld = kernel.b
     zero, one = ir.Constant(lt.I64, 0), ir.Constant(lt.I64, 1)
     have = bld.icmp_unsigned("!=", kept.state, zero)
@@ -151,7 +146,7 @@ def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
         return bld.icmp_unsigned("<", idle, ir.Constant(lt.I64, IDLE_PROGRAMS))
 
     still = kernel.choose(have, active, lambda: ir.Constant(lt.I1, 0), lt.I1)
-    return bld.and_(kept.holds(kernel, trip), still)
+    return bld.and_(bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, kept.trips)), still)
 
 
 def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
