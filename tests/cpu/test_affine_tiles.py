@@ -54,8 +54,9 @@ def test_gallery_matmul_with_whole_and_masked_blocks(dtype, m, n, k, block):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_operands_read_through_transposed_views(dtype):
-    """Columns a row apart (A and B given transposed, strides swapped): not consecutive, so the
-    chunk-by-chunk copy; the values are the same."""
+    """Columns a row apart (A and B given transposed, strides swapped): consecutive down the
+    columns, so tested that way and copied a column at a time (`dot_operands.down_columns`);
+    the values are the same."""
     rng = np.random.default_rng(3)
     at, bt = _operands(dtype, (96, 64), rng), _operands(dtype, (80, 96), rng)
     a, b = at.t(), bt.t()                         # [64, 96] and [96, 80], column-major

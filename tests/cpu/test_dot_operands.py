@@ -64,3 +64,59 @@ def test_bounds_checks_see_an_operand_read_down_its_columns():
     c = torch.empty(16, 16)
     with pytest.raises(OutOfBoundsError, match="times_transposed"):
         times_transposed[(1,)](a, b, c, M=16, N=16, K=16, bounds_check=True)
+
+
+def _operands(dtype, shape, rng):
+    if dtype == "int8":
+        return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
+    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("stored", ["b transposed", "a transposed", "both transposed"])
+@pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32), (33, 65, 130, 32)])
+def test_the_gallery_matmul_of_operands_stored_transposed(dtype, stored, m, n, k, block):
+    """``x @ wᵀ`` (a linear layer's weight stored ``[N, K]``) and its kin through the gallery
+    kernel, B's or A's strides ``(1, rows)``: the blocks inside the matrices are copied a column
+    at a time, the edge blocks (masked along M, N or K) as their pointers have them."""
+    from naiad.tools.gallery import matmul_kernel
+
+    rng = np.random.default_rng(m + n + k + len(stored))
+    a = _operands(dtype, (k, m), rng).t() if stored != "b transposed" else _operands(dtype, (m, k), rng)
+    b = _operands(dtype, (n, k), rng).t() if stored != "a transposed" else _operands(dtype, (k, n), rng)
+    integer = dtype == "int8"
+    c = torch.full((m, n), -7, dtype=torch.int32) if integer else torch.full((m, n), float("nan"))
+    matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1,
+        BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if integer else 32)
+    want = a.double().numpy() @ b.double().numpy()
+    if integer:
+        np.testing.assert_array_equal(c.numpy(), want.astype(np.int64))
+    else:
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch, tmp_path):
+    """The gallery kernel's B given as ``wᵀ`` (masked, its column stride given at run time) is
+    tested at run time as columns one stride apart -- the copy a column at a time -- and A, rows
+    of consecutive elements, is not tested down its columns."""
+    from naiad.backends.cpu.lowering import dot_operands
+    from naiad.tools.gallery import matmul_kernel
+
+    found = []
+
+    def recording(kernel, load):
+        tile = original(kernel, load)
+        found.append(None if tile is None else tile.down)
+        return tile
+
+    original = dot_operands.affine_tile
+    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
+    x = torch.zeros(64, 64).to(getattr(torch, dtype))
+    c = torch.zeros(64, 64)
+    naiad.jit(matmul_kernel.fn).warmup(x, x.t(), c, 64, 64, 64, 64, 1, 1, 64, 64, 1, BLOCK_M=32, BLOCK_N=32,
+                                       BLOCK_K=32, grid=(2, 2))
+    assert True in found and None not in found
+    assert found.count(False) == (1 if dtype == "bfloat16" else 0)      # fp32 rows are not tested

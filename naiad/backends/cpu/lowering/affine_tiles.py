@@ -55,22 +55,26 @@ class _Sum:
 @dataclasses.dataclass(frozen=True)
 class AffineTile:
     """A 2-D load's run-time shape: ``whole`` (an i1) when element ``(i, j)`` is at ``base + i *
-    row_stride + j * element size`` (i64 bytes) and its mask, if any, is true everywhere."""
+    stride + j * element size`` (i64 bytes) -- or, ``down`` its columns, at ``base + j * stride
+    + i * element size`` -- and its mask, if any, is true everywhere."""
 
     whole: ir.Value
     base: ir.Value
-    row_stride: ir.Value
+    stride: ir.Value
     columns: int
     element: ir.Type
+    down: bool = False
 
     def chunk(self, kernel: Any, index: ir.Value, lanes: int) -> tuple[ir.Value, ir.Value]:
         """The address (i64) and the value of the ``lanes`` elements from linear element
-        ``index`` (within one row), read with one vector load: valid where ``whole`` holds."""
+        ``index`` (within one row), read with one vector load: valid where ``whole`` holds, for
+        a tile of rows (not ``down``)."""
+        assert not self.down, "a tile down its columns is read a column at a time"
         bld = kernel.b
         row = bld.udiv(index, ir.Constant(index.type, self.columns))
         column = bld.urem(index, ir.Constant(index.type, self.columns))
         size = lt.byte_size(self.element)
-        address = bld.add(bld.add(self.base, bld.mul(bld.zext(row, lt.I64), self.row_stride)),
+        address = bld.add(bld.add(self.base, bld.mul(bld.zext(row, lt.I64), self.stride)),
                           bld.mul(bld.zext(column, lt.I64), ir.Constant(lt.I64, size)))
         value = bld.load(bld.inttoptr(address, lt.PTR), typ=lt.vector(self.element, lanes), align=size)
         return address, value
@@ -79,7 +83,8 @@ class AffineTile:
 def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     """The run-time test of ``load`` (an unchecked 2-D ``tt.load`` of pointers, or through a
     block pointer), or None where its address or mask does not separate into row and column
-    terms."""
+    terms.  A load of pointers whose axis information says it runs down its columns
+    (`runs_down`: ``b.T`` read as a ``[K, N]`` block of ``[N, K]`` rows) is tested that way."""
     if is_block_pointer(load.ptr):
         return _block_tile(kernel, load) if _rows_of_block(kernel, load) else None
     separated = _separated(kernel, load)
@@ -96,15 +101,28 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
               for j in range(0, columns, kernel.chunk_lanes(columns))]
     fixed = _axis_total(kernel, sums, "fixed", 0, 1, checks)
     first_row, first_col = (_lane(bld, v[0], 0) for v in (row_at, col_at))
-    stride = bld.sub(_lane(bld, row_at[0], 1), first_row) if rows > 1 else ir.Constant(lt.I64, 0)
-    checks += [_steps_by(kernel, row_at, first_row, stride), _steps_by(kernel, col_at, first_col,
-                                                                       ir.Constant(lt.I64, size))]
+    down = runs_down(kernel, load)
+    (lines, line_at, first_line), (_, run_at, first_run) = \
+        ((columns, col_at, first_col), (rows, row_at, first_row)) if down else \
+        ((rows, row_at, first_row), (columns, col_at, first_col))
+    stride = bld.sub(_lane(bld, line_at[0], 1), first_line) if lines > 1 else ir.Constant(lt.I64, 0)
+    checks += [_steps_by(kernel, line_at, first_line, stride),
+               _steps_by(kernel, run_at, first_run, ir.Constant(lt.I64, size))]
     checks += _masks_true(kernel, masks, rows, columns)
     whole = checks[0]
     for check in checks[1:]:
         whole = bld.and_(whole, check)
     base = bld.add(bld.add(first_row, first_col), fixed)
-    return AffineTile(whole, base, stride, columns, element)
+    return AffineTile(whole, base, stride, columns, element, down)
+
+
+def runs_down(kernel: Any, load: Any) -> bool:
+    """Whether a 2-D load of pointers reads runs of consecutive elements down its columns and
+    not along its rows (``k[d, n]`` at ``n * D + d``), by the axis information."""
+    if is_block_pointer(load.ptr):
+        return False
+    info = kernel.axis_info(load.ptr)
+    return info.contiguity[0] > 1 and info.contiguity[1] == 1
 
 
 def separates(kernel: Any, load: Any) -> bool:

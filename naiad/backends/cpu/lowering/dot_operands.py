@@ -12,7 +12,7 @@ from xdsl.dialects import scf
 from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
-from naiad.backends.cpu.lowering.affine_tiles import affine_tile
+from naiad.backends.cpu.lowering.affine_tiles import affine_tile, runs_down
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import llvm_types as lt
@@ -38,11 +38,20 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
     lanes = kernel.chunk_lanes(numel(value.type))
     if not isinstance(load, tt.LoadOp) or lanes == 1:
         return kernel.materialize(value, into)
+    target = into or kernel.buffer(value.type)
     if down_columns(kernel, load, lanes):
-        return _transposed_copy(kernel, value, load, lanes, into)
+        _transposed_copy(kernel, value, load, lanes, target)
+    else:
+        _copy_rows(kernel, value, load, target)
+    kernel.remember(value, target)
+    return target
+
+
+def _copy_rows(kernel: Any, value: Any, load: Any, target: Buffer) -> None:
+    """``load``'s block into ``target`` chunk by chunk along its rows: each a vector load where
+    the rows are consecutive (`_whole_tile_or_chunks`), else as its pointers have it."""
     chunk = copy_lanes(kernel, value, load)
     step = next_step(kernel, load)
-    target = into or kernel.buffer(value.type)
 
     def copy_with(read: Callable[[ir.Value], ir.Value]) -> None:
         def copy(i: ir.Value) -> None:
@@ -52,8 +61,6 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
         kernel.counted_loop(numel(value.type) // chunk, copy)
 
     _whole_tile_or_chunks(kernel, load, chunk, step, copy_with, _by_chunks(kernel, value, load, chunk, step))
-    kernel.remember(value, target)
-    return target
 
 
 def _by_chunks(kernel: Any, value: Any, load: Any, lanes: int, step: ir.Value | None) -> Callable[[ir.Value], ir.Value]:
@@ -89,7 +96,7 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
     element_bytes = lt.byte_size(lt.memory_type(load.results[0].type))
     wanted = is_block_pointer(load.ptr) or element_bytes < 4
     tile = affine_tile(kernel, load) if wanted else None
-    if tile is None:
+    if tile is None or tile.down:
         run(by_chunks)
         return
 
@@ -118,43 +125,58 @@ def copy_lanes(kernel: Any, value: Any, load: Any) -> int:
 
 
 def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
-    """Whether the unmasked 2-D block ``load`` reads runs of consecutive elements down its
-    columns and not along its rows (``k[d, n]`` at ``n * D + d``: attention's K read as Kᵀ), in
-    whole chunks of ``lanes`` both ways.  Not under bounds checks, whose checked loads take the
-    chunks as they come."""
+    """Whether the 2-D block ``load`` reads runs of consecutive elements down its columns and
+    not along its rows (`affine_tiles.runs_down`: attention's K read as Kᵀ, a linear layer's
+    weight as Wᵀ), in whole chunks of ``lanes`` both ways.  Not under bounds checks, whose
+    checked loads take the chunks as they come."""
     shape = shape_of(load.ptr.type)
-    if len(shape) != 2 or load.mask is not None or shape[0] % lanes or shape[1] % lanes \
-            or kernel.bounds_check:
+    if len(shape) != 2 or shape[0] % lanes or shape[1] % lanes or kernel.bounds_check:
         return False
     info = kernel.axis_info(load.ptr)
-    return info.contiguity[0] % lanes == 0 and info.contiguity[1] == 1
+    return runs_down(kernel, load) and info.contiguity[0] % lanes == 0
 
 
-def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, into: Buffer | None) -> Buffer:
-    """``load``'s block (see `down_columns`) in a buffer, read ``lanes`` columns at a time: a
-    vector load down each column, the ``lanes x lanes`` square turned over in registers
-    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
+def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
+    """``load``'s block (see `down_columns`) into ``target``, read ``lanes`` columns at a time:
+    a vector load down each column, the ``lanes x lanes`` square turned over in registers
+    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk.
+    A masked load does so where it tests whole at run time (`affine_tiles`: columns one
+    stride apart, nothing masked off), else it is copied along its rows as its pointers
+    and mask have it."""
     bld = kernel.b
     rows, cols = shape_of(value.type)
-    target = into or kernel.buffer(value.type)
     element = lt.memory_type(load.results[0].type)
+    size = lt.byte_size(element)
     vtype = lt.vector(element, lanes)
 
-    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
-        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
-        columns = []
-        for j in range(lanes):
-            address = kernel.chunks.value_at(load.ptr, bld.add(first, ir.Constant(lt.I32, j)), 1)
-            columns.append(bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=lt.byte_size(element)))
-        for i, row in enumerate(_transpose_square(bld, columns)):
-            place = bld.add(first, ir.Constant(lt.I32, i * cols))
-            bld.store(row, kernel.chunks.element_pointer(target, place), align=lt.byte_size(element))
+    def squares(column_at: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
+        """Every square, ``column_at(row, column)`` giving the address (i64) of an element."""
+        def square(index: ir.Value) -> None:        # index: row block * (cols / lanes) + column block
+            r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+            c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+            columns = [bld.load(bld.inttoptr(column_at(r0, bld.add(c0, ir.Constant(lt.I32, j))), lt.PTR),
+                                typ=vtype, align=size) for j in range(lanes)]
+            first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
+            for i, row in enumerate(_transpose_square(bld, columns)):
+                place = bld.add(first, ir.Constant(lt.I32, i * cols))
+                bld.store(row, kernel.chunks.element_pointer(target, place), align=size)
 
-    kernel.counted_loop(rows * cols // (lanes * lanes), square)
-    kernel.remember(value, target)
-    return target
+        kernel.counted_loop(rows * cols // (lanes * lanes), square)
+
+    if load.mask is None:
+        squares(lambda r, c: kernel.chunks.value_at(
+            load.ptr, bld.add(bld.mul(r, ir.Constant(lt.I32, cols)), c), 1))
+        return
+    tile = affine_tile(kernel, load)
+    if tile is None:
+        _copy_rows(kernel, value, load, target)
+        return
+
+    def from_tile(r: ir.Value, c: ir.Value) -> ir.Value:
+        along = bld.mul(bld.zext(c, lt.I64), tile.stride)
+        return bld.add(bld.add(tile.base, along), bld.mul(bld.zext(r, lt.I64), ir.Constant(lt.I64, size)))
+
+    kernel.choose(tile.whole, lambda: squares(from_tile), lambda: _copy_rows(kernel, value, load, target), None)
 
 
 def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:

@@ -98,7 +98,7 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     holds = _keeping(kernel, kept, trip)
     into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
-    whole, base, stride = tile.whole, tile.base, tile.row_stride
+    whole, base, stride = tile.whole, tile.base, tile.stride
     tag = bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES)))
     tag_base, tag_stride = _field(bld, tag, 0), _field(bld, tag, 8)
 
