@@ -120,3 +120,91 @@ def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch
                                        BLOCK_K=32, grid=(2, 2))
     assert True in found and None not in found
     assert found.count(False) == (1 if dtype == "bfloat16" else 0)      # fp32 rows are not tested
+
+
+@naiad.jit
+def linear(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """``y = x @ wᵀ``, ``w`` stored ``[N, K]`` and loaded so, turned over by ``tl.trans``."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.int32 if x_ptr.dtype.element_ty == tl.int8 else tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                    other=0)
+        w = tl.load(w_ptr + rn[:, None] * K + (k + rk)[None, :], mask=(rn[:, None] < N) & ((k + rk)[None, :] < K),
+                    other=0)
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@naiad.jit
+def linear_whole(x_ptr, w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr):
+    """``y = x @ wᵀ`` in whole blocks, no masks, ``w``'s block turned over by ``.T``."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :])
+        w = tl.load(w_ptr + rn[:, None] * K + (k + rk)[None, :])
+        acc = tl.dot(x, w.T, acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def _linear_check(y, x, w):
+    want = x.double().numpy() @ w.double().numpy().T
+    if y.dtype == torch.int32:
+        np.testing.assert_array_equal(y.numpy(), want.astype(np.int64))
+    else:
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("m, n, k, block", [(128, 128, 256, 64), (100, 70, 90, 32), (33, 65, 130, 32),
+                                            (64, 256, 64, 128)])
+def test_a_block_turned_over_by_trans(dtype, m, n, k, block):
+    """``tl.dot(x, tl.trans(w))``: the blocks inside the matrices read a row of ``w`` at a
+    time and turned over in registers, the masked edges element by element."""
+    rng = np.random.default_rng(m + 2 * n + 3 * k)
+    x, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    y = torch.full((m, n), -7, dtype=torch.int32) if dtype == "int8" else torch.full((m, n), float("nan"))
+    linear[(naiad.cdiv(m, block), naiad.cdiv(n, block))](x, w, y, m, n, k, BM=block, BN=block,
+                                                         BK=64 if dtype == "int8" else 32)
+    _linear_check(y, x, w)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("block", [(16, 16, 16), (32, 64, 32), (64, 32, 64)])
+def test_a_whole_block_turned_over_by_dot_t(dtype, block):
+    bm, bn, bk = block
+    m, n, k = 2 * bm, 3 * bn, 4 * bk
+    rng = np.random.default_rng(bm + bn + bk)
+    x, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    y = torch.full((m, n), float("nan"))
+    compiled = linear_whole[(2, 3)](x, w, y, N=n, K=k, BM=bm, BN=bn, BK=bk)
+    _linear_check(y, x, w)
+    assert "masked.gather" not in compiled.asm["llir"]
+
+
+def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
+    """The masked ``w`` under ``tl.trans`` is tested at run time as rows one stride apart (the
+    copy a square at a time), and its copies are kept across programs (the launch allocates
+    their memory)."""
+    from naiad.backends.cpu.lowering import dot_operands
+
+    found = []
+
+    def recording(kernel, load):
+        tile = original(kernel, load)
+        found.append(None if tile is None else tile.down)
+        return tile
+
+    original = dot_operands.affine_tile
+    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
+    x, y = torch.zeros(64, 64), torch.zeros(64, 64)
+    compiled = naiad.jit(linear.fn).warmup(x, x, y, 64, 64, 64, BM=32, BN=32, BK=32, grid=(2, 2))
+    assert found == [False]                 # w's rows (fp32 x's rows are not tested)
+    assert "malloc" in compiled.asm["llir"]

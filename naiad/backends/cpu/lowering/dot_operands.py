@@ -12,7 +12,7 @@ from xdsl.dialects import scf
 from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
-from naiad.backends.cpu.lowering.affine_tiles import affine_tile, runs_down
+from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, runs_down
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
 from naiad.codegen import llvm_types as lt
@@ -36,6 +36,12 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
         return kernel.materialize(value, into)
     load = held.op
     lanes = kernel.chunk_lanes(numel(value.type))
+    turned = _turned_load(kernel, load, lanes)
+    if turned is not None:
+        target = into or kernel.buffer(value.type)
+        _turned_copy(kernel, value, turned, lanes, target)
+        kernel.remember(value, target)
+        return target
     if not isinstance(load, tt.LoadOp) or lanes == 1:
         return kernel.materialize(value, into)
     target = into or kernel.buffer(value.type)
@@ -137,46 +143,102 @@ def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
 
 
 def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
-    """``load``'s block (see `down_columns`) into ``target``, read ``lanes`` columns at a time:
-    a vector load down each column, the ``lanes x lanes`` square turned over in registers
-    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk.
+    """``load``'s block (see `down_columns`) into ``target`` a square at a time (`_squares`).
     A masked load does so where it tests whole at run time (`affine_tiles`: columns one
     stride apart, nothing masked off), else it is copied along its rows as its pointers
     and mask have it."""
     bld = kernel.b
-    rows, cols = shape_of(value.type)
-    element = lt.memory_type(load.results[0].type)
-    size = lt.byte_size(element)
-    vtype = lt.vector(element, lanes)
-
-    def squares(column_at: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
-        """Every square, ``column_at(row, column)`` giving the address (i64) of an element."""
-        def square(index: ir.Value) -> None:        # index: row block * (cols / lanes) + column block
-            r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-            c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-            columns = [bld.load(bld.inttoptr(column_at(r0, bld.add(c0, ir.Constant(lt.I32, j))), lt.PTR),
-                                typ=vtype, align=size) for j in range(lanes)]
-            first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
-            for i, row in enumerate(_transpose_square(bld, columns)):
-                place = bld.add(first, ir.Constant(lt.I32, i * cols))
-                bld.store(row, kernel.chunks.element_pointer(target, place), align=size)
-
-        kernel.counted_loop(rows * cols // (lanes * lanes), square)
-
+    cols = shape_of(value.type)[1]
     if load.mask is None:
-        squares(lambda r, c: kernel.chunks.value_at(
+        _squares(kernel, value, lanes, target, lambda r, c: kernel.chunks.value_at(
             load.ptr, bld.add(bld.mul(r, ir.Constant(lt.I32, cols)), c), 1))
         return
     tile = affine_tile(kernel, load)
     if tile is None:
         _copy_rows(kernel, value, load, target)
         return
+    kernel.choose(tile.whole, lambda: _squares(kernel, value, lanes, target, _down_from(kernel, tile)),
+                  lambda: _copy_rows(kernel, value, load, target), None)
 
-    def from_tile(r: ir.Value, c: ir.Value) -> ir.Value:
+
+def operand_load(kernel: Any, value: Any) -> Any | None:
+    """The ``tt.load`` whose block dot operand ``value`` is -- the load itself, or its 2-D block
+    turned over by ``tl.trans`` (``tl.dot(x, tl.trans(w))``, ``w`` loaded ``[N, K]``) -- where
+    each is still to be computed where it is used (`Lazy`); else None."""
+    held = kernel.lookup(value)
+    if not isinstance(held, Lazy):
+        return None
+    op = held.op
+    if isinstance(op, tt.TransOp) and list(op.order.get_values()) == [1, 0]:
+        held = kernel.lookup(op.src)
+        op = held.op if isinstance(held, Lazy) else None
+    return op if isinstance(op, tt.LoadOp) else None
+
+
+def _turned_load(kernel: Any, op: Any, lanes: int) -> Any | None:
+    """The load whose block ``op`` turns over (`operand_load`), where ``op`` is a ``tl.trans``
+    and squares of ``lanes`` tile its result; else None."""
+    if not isinstance(op, tt.TransOp) or lanes == 1 or kernel.bounds_check:
+        return None
+    load = operand_load(kernel, op.result)          # a 2-D block: ``tl.trans`` of order [1, 0]
+    return load if load is not None and all(d % lanes == 0 for d in shape_of(op.result.type)) else None
+
+
+def _turned_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
+    """``tl.trans`` (``value``) of ``load``'s rows into ``target`` a square at a time
+    (`_squares`): each of the load's rows, a column of ``value``, read with vector loads --
+    where the axis information proves the rows consecutive and nothing is masked, or the
+    load tests whole at run time (`affine_tiles`); else element by element as before."""
+    bld = kernel.b
+    rows = shape_of(value.type)[0]                     # the length of the load's rows
+    if load.mask is None and not is_block_pointer(load.ptr) and kernel.axis_info(load.ptr).contiguity[1] % lanes == 0:
+        _squares(kernel, value, lanes, target, lambda r, c: kernel.chunks.value_at(
+            load.ptr, bld.add(bld.mul(c, ir.Constant(lt.I32, rows)), r), 1))
+        return
+    tile = affine_tile(kernel, load)
+    if tile is None or tile.down:
+        kernel.materialize(value, target)
+        return
+    kernel.choose(tile.whole, lambda: _squares(kernel, value, lanes, target, _down_from(kernel, tile)),
+                  lambda: kernel.materialize(value, target), None)
+
+
+def _down_from(kernel: Any, tile: AffineTile) -> Callable[[ir.Value, ir.Value], ir.Value]:
+    """The address of element ``(r, c)`` of a block whose columns lie one after another in
+    memory, one ``tile.stride`` apart: a load down its columns, or one of rows turned over."""
+    bld = kernel.b
+    size = ir.Constant(lt.I64, lt.byte_size(tile.element))
+
+    def at(r: ir.Value, c: ir.Value) -> ir.Value:
         along = bld.mul(bld.zext(c, lt.I64), tile.stride)
-        return bld.add(bld.add(tile.base, along), bld.mul(bld.zext(r, lt.I64), ir.Constant(lt.I64, size)))
+        return bld.add(bld.add(tile.base, along), bld.mul(bld.zext(r, lt.I64), size))
 
-    kernel.choose(tile.whole, lambda: squares(from_tile), lambda: _copy_rows(kernel, value, load, target), None)
+    return at
+
+
+def _squares(kernel: Any, value: Any, lanes: int, target: Buffer,
+             element_at: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
+    """``value``'s block, whose columns run consecutively in memory, into ``target``, read
+    ``lanes`` columns at a time: a vector load down each column (``element_at(row, column)``
+    the address of an element, an i64), the ``lanes x lanes`` square turned over in registers
+    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
+    bld = kernel.b
+    rows, cols = shape_of(value.type)
+    element = lt.memory_type(value.type)
+    size = lt.byte_size(element)
+    vtype = lt.vector(element, lanes)
+
+    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
+        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
+        columns = [bld.load(bld.inttoptr(element_at(r0, bld.add(c0, ir.Constant(lt.I32, j))), lt.PTR),
+                            typ=vtype, align=size) for j in range(lanes)]
+        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
+        for i, row in enumerate(_transpose_square(bld, columns)):
+            place = bld.add(first, ir.Constant(lt.I32, i * cols))
+            bld.store(row, kernel.chunks.element_pointer(target, place), align=size)
+
+    kernel.counted_loop(rows * cols // (lanes * lanes), square)
 
 
 def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:

@@ -31,9 +31,9 @@ import llvmlite.ir as ir
 from xdsl.dialects import scf
 
 from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, separates
-from naiad.backends.cpu.lowering.tiles import Buffer, Lazy
+from naiad.backends.cpu.lowering.dot_operands import operand_load
+from naiad.backends.cpu.lowering.tiles import Buffer
 from naiad.codegen import llvm_types as lt
-from naiad.ir import tt
 from naiad.passes.effects import Effect, effect_of
 
 #: Bytes of copies kept for one operand (a thread's): 64 trips of a 128 x 32 bf16 tile and its
@@ -73,9 +73,9 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
     """The kept copies of dot operand ``value`` (a tile of ``tile_bytes``, copied once a trip of
     ``loop``), as many trips as fit `OPERAND_BYTES` rounded down to a ``multiple``; None where
     they cannot be kept (see the module's docstring)."""
-    held = kernel.lookup(value)
-    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) or held.op.parent_op() is not loop \
-            or kernel.uses.get(value) != (1, False) or not separates(kernel, held.op) \
+    load = operand_load(kernel, value)
+    if load is None or load.parent_op() is not loop or kernel.uses.get(load.results[0]) != (1, False) \
+            or kernel.uses.get(value) != (1, False) or not separates(kernel, load) \
             or not _nothing_written_first(kernel.func_op, loop):
         return None
     trips = OPERAND_BYTES // (tile_bytes + TAG_BYTES) // multiple * multiple
@@ -94,7 +94,7 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     tests whole (else tagged as nothing: an edge tile's masked-off elements are not in
     memory)."""
     bld = kernel.b
-    tile: AffineTile = affine_tile(kernel, kernel.lookup(value).op)   # `kept_trips` made sure
+    tile: AffineTile = affine_tile(kernel, operand_load(kernel, value))   # `kept_trips` made sure
     holds = _keeping(kernel, kept, trip)
     into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
