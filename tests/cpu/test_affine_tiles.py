@@ -217,14 +217,50 @@ def test_block_pointer_matmul(dtype, m, n, k, block, check):
     _check(c, a, b)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_block_pointer_over_a_transposed_view(dtype):
-    """B's block pointer over a column-major view: its innermost stride is not 1, so no strided
-    copy; the values are the same."""
-    rng = np.random.default_rng(4)
-    a, bt = _operands(dtype, (64, 96), rng), _operands(dtype, (64, 96), rng)
-    b = bt.t()                                     # [96, 64], column-major
-    c = _result(dtype, 64, 64)
-    block_pointer_matmul[(2, 2)](a, b, c, 64, 64, 96, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                 BM=32, BN=32, BK=32, CHECK=True)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+@pytest.mark.parametrize("m, n, k, block, check", [(64, 64, 96, 32, True), (128, 128, 256, 64, False),
+                                                   (100, 70, 90, 32, True), (33, 200, 130, 32, True)])
+def test_block_pointer_over_a_transposed_view(dtype, m, n, k, block, check):
+    """B's block pointer over a column-major view (``wᵀ``, strides ``(1, K)``): its innermost
+    stride is not 1, its other one is at run time, so whole blocks are copied a column at a
+    time; blocks over an edge are read with their padding as before."""
+    rng = np.random.default_rng(m + n + k + 4)
+    a, bt = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    b = bt.t()                                     # [k, n], column-major
+    c = _result(dtype, m, n)
+    block_pointer_matmul[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        BM=block, BN=block, BK=64 if dtype == "int8" else 32, CHECK=check)
     _check(c, a, b)
+
+
+def test_block_pointer_strided_both_ways():
+    """Neither stride 1 (every other column of a column-major view): tested down the columns,
+    found not whole at run time, read element by element; the values are the same."""
+    rng = np.random.default_rng(5)
+    a, wide = _operands("float32", (64, 96), rng), _operands("float32", (128, 96), rng)
+    b = wide.t()[::2, :]                           # [48, 128] of a [96, 128] view, strides (2, 96)
+    a = a[:, :48]
+    c = _result("float32", 64, 128)
+    block_pointer_matmul[(2, 4)](a, b, c, 64, 128, 48, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                 BM=32, BN=32, BK=16, CHECK=True)
+    _check(c, a, b)
+
+
+def test_a_block_pointer_over_a_transposed_view_is_tested_down_its_columns(monkeypatch, tmp_path):
+    """A's block pointer (innermost stride 1) is tested as rows, B's over ``wᵀ`` down its
+    columns."""
+    found = []
+
+    def recording(kernel, load):
+        tile = original(kernel, load)
+        found.append(None if tile is None else tile.down)
+        return tile
+
+    original = dot_operands.affine_tile
+    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
+    a, c = torch.zeros(64, 64), torch.zeros(64, 64)
+    naiad.jit(block_pointer_matmul.fn).warmup(a, a.t(), c, 64, 64, 64, 64, 1, 1, 64, BM=32, BN=32, BK=32,
+                                              CHECK=True, grid=(2, 2))
+    assert sorted(found) == [False, True]

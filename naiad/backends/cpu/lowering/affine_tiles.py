@@ -86,7 +86,7 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
     terms.  A load of pointers whose axis information says it runs down its columns
     (`runs_down`: ``b.T`` read as a ``[K, N]`` block of ``[N, K]`` rows) is tested that way."""
     if is_block_pointer(load.ptr):
-        return _block_tile(kernel, load) if _rows_of_block(kernel, load) else None
+        return _block_tile(kernel, load) if _block_2d(kernel, load) else None
     separated = _separated(kernel, load)
     if separated is None:
         return None
@@ -117,10 +117,12 @@ def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
 
 
 def runs_down(kernel: Any, load: Any) -> bool:
-    """Whether a 2-D load of pointers reads runs of consecutive elements down its columns and
-    not along its rows (``k[d, n]`` at ``n * D + d``), by the axis information."""
+    """Whether a 2-D load may read runs of consecutive elements down its columns and not along
+    its rows (``k[d, n]`` at ``n * D + d``): by the axis information for pointers; for a block
+    pointer, where its innermost stride is not the constant 1 (whether the other is 1 is
+    tested at run time, `_block_tile`)."""
     if is_block_pointer(load.ptr):
-        return False
+        return _block_2d(kernel, load) and not kernel.lookup(load.ptr).unit_stride
     info = kernel.axis_info(load.ptr)
     return info.contiguity[0] > 1 and info.contiguity[1] == 1
 
@@ -129,7 +131,7 @@ def separates(kernel: Any, load: Any) -> bool:
     """Whether `affine_tile` tests ``load`` at run time (else it gives None), known without
     emitting anything."""
     if is_block_pointer(load.ptr):
-        return _rows_of_block(kernel, load)
+        return _block_2d(kernel, load)
     return _separated(kernel, load) is not None
 
 
@@ -143,32 +145,32 @@ def _separated(kernel: Any, load: Any) -> tuple[list[_Sum], tuple[list, list, li
     return None if sums is None or masks is None else (sums, masks)
 
 
-def _rows_of_block(kernel: Any, load: Any) -> bool:
-    """Whether an unchecked load through a block pointer reads a 2-D block of rows of
-    consecutive elements (innermost stride 1)."""
-    block = shape_of(load.ptr.type.pointee_type)
-    return not kernel.bounds_check and len(block) == 2 and kernel.lookup(load.ptr).unit_stride
+def _block_2d(kernel: Any, load: Any) -> bool:
+    """Whether an unchecked load through a block pointer reads a 2-D block."""
+    return not kernel.bounds_check and len(shape_of(load.ptr.type.pointee_type)) == 2
 
 
 def _block_tile(kernel: Any, load: Any) -> AffineTile:
-    """A load through a 2-D block pointer whose rows are consecutive (`_rows_of_block`): whole
-    where the block lies within the bounds of each dimension it checks -- its address is the
-    block pointer's own arithmetic, ``base + (offset + i) * stride`` per dimension."""
+    """A load through a 2-D block pointer (`_block_2d`): whole where the block lies within the
+    bounds of each dimension it checks -- its address is the block pointer's own arithmetic,
+    ``base + (offset + i) * stride`` per dimension -- and, where its innermost stride is not the
+    constant 1, the other stride is 1 (a block down its columns, `runs_down`)."""
     pointer: BlockPointer = kernel.lookup(load.ptr)
     block = shape_of(load.ptr.type.pointee_type)
     bld = kernel.b
     element = lt.memory_type(load.results[0].type)
     size = ir.Constant(lt.I64, lt.byte_size(element))
     offsets = [o if o.type == lt.I64 else bld.sext(o, lt.I64) for o in pointer.offsets]
-    whole = ir.Constant(lt.I1, 1)
+    down = not pointer.unit_stride
+    whole = bld.icmp_signed("==", pointer.strides[0], ir.Constant(lt.I64, 1)) if down else ir.Constant(lt.I1, 1)
     for dim in load.boundaryCheck.get_values():
         end = bld.add(offsets[dim], ir.Constant(lt.I64, block[dim]))
         inside = bld.and_(bld.icmp_signed(">=", offsets[dim], ir.Constant(lt.I64, 0)),
                           bld.icmp_signed("<=", end, pointer.shape[dim]))
         whole = bld.and_(whole, inside)
     first = bld.add(bld.mul(offsets[0], pointer.strides[0]), bld.mul(offsets[1], pointer.strides[1]))
-    return AffineTile(whole, bld.add(pointer.base, bld.mul(first, size)), bld.mul(pointer.strides[0], size),
-                      block[1], element)
+    return AffineTile(whole, bld.add(pointer.base, bld.mul(first, size)),
+                      bld.mul(pointer.strides[1 if down else 0], size), block[1], element, down)
 
 
 def _address_sums(kernel: Any, value: SSAValue) -> list[_Sum] | None:

@@ -100,9 +100,9 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
     faster; docs/PERFORMANCE.md, session 31).  Through block pointers, whose chunks work out
     every lane's position and bounds, always."""
     element_bytes = lt.byte_size(lt.memory_type(load.results[0].type))
-    wanted = is_block_pointer(load.ptr) or element_bytes < 4
+    wanted = (is_block_pointer(load.ptr) or element_bytes < 4) and not runs_down(kernel, load)
     tile = affine_tile(kernel, load) if wanted else None
-    if tile is None or tile.down:
+    if tile is None:
         run(by_chunks)
         return
 
@@ -135,21 +135,21 @@ def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
     not along its rows (`affine_tiles.runs_down`: attention's K read as Kᵀ, a linear layer's
     weight as Wᵀ), in whole chunks of ``lanes`` both ways.  Not under bounds checks, whose
     checked loads take the chunks as they come."""
-    shape = shape_of(load.ptr.type)
-    if len(shape) != 2 or shape[0] % lanes or shape[1] % lanes or kernel.bounds_check:
+    shape = shape_of(load.results[0].type)
+    if len(shape) != 2 or shape[0] % lanes or shape[1] % lanes or kernel.bounds_check \
+            or not runs_down(kernel, load):
         return False
-    info = kernel.axis_info(load.ptr)
-    return runs_down(kernel, load) and info.contiguity[0] % lanes == 0
+    return is_block_pointer(load.ptr) or kernel.axis_info(load.ptr).contiguity[0] % lanes == 0
 
 
 def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
     """``load``'s block (see `down_columns`) into ``target`` a square at a time (`_squares`).
-    A masked load does so where it tests whole at run time (`affine_tiles`: columns one
-    stride apart, nothing masked off), else it is copied along its rows as its pointers
-    and mask have it."""
+    A masked load, or one through a block pointer, does so where it tests whole at run time
+    (`affine_tiles`: columns one stride apart, nothing masked off or out of bounds), else it
+    is copied along its rows as its pointers and mask, or its block pointer, have it."""
     bld = kernel.b
     cols = shape_of(value.type)[1]
-    if load.mask is None:
+    if load.mask is None and not is_block_pointer(load.ptr):
         _squares(kernel, value, lanes, target, lambda r, c: kernel.chunks.value_at(
             load.ptr, bld.add(bld.mul(r, ir.Constant(lt.I32, cols)), c), 1))
         return
