@@ -1,14 +1,15 @@
 """CPU matmuls and attention: Naiad's ``tl.dot`` kernels against numpy's BLAS and torch, in one run.
 
     python bench/cpu_matmul.py [--sizes 256,512,1024,2048] [--tiles 32,64,128]
-                               [--dtypes fp32,bf16,int8,attention] [--csv PATH]
+                               [--dtypes fp32,bf16,int8,linear,attention] [--csv PATH]
     python bench/cpu_matmul.py --plot bench/results/cpu-matmul.csv     # the plot, from a CSV
 
 Rows: the gallery's matmul kernel (`naiad.tools.gallery`: one program per tile x tile block
 of C, a K loop of 32, masked edges) in fp32 against numpy (BLAS)
 and torch, in bf16 against torch's bf16 matmul (oneDNN: AMX or AVX-512 BF16 where the
 processor has them) and in int8 into int32 (K loop of 64) against torch's ``_int_mm`` (GOP/s
-in the GFLOP/s columns), over square sizes and tiles; and the gallery's attention forward (Triton's
+in the GFLOP/s columns), over square sizes and tiles; ``x @ wᵀ`` with ``w`` stored ``[N, K]``
+(`linear_rows`); and the gallery's attention forward (Triton's
 tutorial 06: online softmax over blocks of 64 keys, head dim 64, fp32 and bf16) against
 torch's CPU ``scaled_dot_product_attention``.  Every result is checked against torch in fp32
 first.  Times are medians of repeated calls after a warm-up, every column of a row timed in
@@ -111,6 +112,48 @@ def matmul_rows(sizes: list[int], tiles: list[int], rounds: int, dtypes: set[str
             rows += bf16_rows(a, b, tiles, rounds, repeats)
         if "int8" in dtypes:
             rows += int8_rows(size, tiles, rounds, repeats, rng)
+        if "linear" in dtypes:
+            rows += linear_rows(a, b, tiles, rounds, repeats)
+    return rows
+
+
+def linear_rows(x: Any, w: Any, tiles: list[int], rounds: int, repeats: int) -> list[list[Any]]:
+    """``x @ wᵀ`` with ``w`` stored ``[N, K]`` (a linear layer's weight), two ways: the gallery's
+    matmul over ``wᵀ``'s strides (``(1, K)``: B's blocks run down their columns) and its linear
+    kernel (``tl.trans`` of ``w``'s rows); fp32 against numpy's ``x @ w.T`` and torch's
+    ``F.linear``, bf16 against torch's."""
+    size = x.shape[0]
+    flops = 2 * size ** 3
+    rows = []
+    for dtype in ("fp32", "bf16") if torch is not None else ("fp32",):
+        bf16 = dtype == "bf16"
+        tx, tw = (torch.from_numpy(v) for v in (x, w)) if torch is not None else (None, None)
+        if bf16:
+            tx, tw = tx.bfloat16(), tw.bfloat16()
+        xs, ws = (tx, tw) if bf16 else (x, w)
+        want = (tx.double() @ tw.double().T).numpy() if torch is not None else x.astype(np.float64) @ w.T
+        for tile in tiles:
+            y = torch.empty(size, size) if torch is not None else np.empty((size, size), np.float32)
+            grid = (naiad.cdiv(size, tile), naiad.cdiv(size, tile))
+            ways = {
+                "strides": lambda: gallery.matmul_kernel[grid](xs, ws.T, y, size, size, size, size, 1, 1, size,
+                                                               size, 1, BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32),
+                "tl.trans": lambda: gallery.linear_kernel[grid](xs, ws, y, size, size, size, BLOCK_M=tile,
+                                                                BLOCK_N=tile, BLOCK_K=32),
+            }
+            for way, call in ways.items():
+                call()
+                check(np.asarray(y), want, 1e-4, f"linear {dtype} {size} tile {tile} {way}")
+                calls = {"naiad": call}
+                if not bf16:
+                    calls["numpy"] = lambda: x @ w.T
+                if torch is not None:
+                    calls["torch"] = lambda: torch.nn.functional.linear(tx, tw)
+                seconds = timed(calls, rounds, repeats)
+                peer = seconds["torch"] if bf16 else seconds["numpy"]
+                rows.append([f"linear {dtype} {size}^3 ({way})", tile,
+                             *(flops / seconds.get(k, float("nan")) / 1e9 for k in ("naiad", "numpy", "torch")),
+                             peer / seconds["naiad"]])
     return rows
 
 
@@ -240,8 +283,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="256,512,1024,2048")
     parser.add_argument("--tiles", default="32,64,128")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--dtypes", default="fp32,bf16,int8,attention",
-                        help="which rows: matmuls of fp32, bf16, int8, and attention")
+    parser.add_argument("--dtypes", default="fp32,bf16,int8,linear,attention",
+                        help="which rows: matmuls of fp32, bf16, int8, x @ w.T (linear), and attention")
     parser.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "results", "cpu-matmul.csv"))
     parser.add_argument("--plot", metavar="CSV", help="only draw the plot of an earlier run's CSV")
     args = parser.parse_args()

@@ -63,6 +63,25 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 @naiad.jit
+def linear_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    """``y = x @ wᵀ``, a linear layer: ``w`` stored ``[N, K]`` (torch's ``Linear.weight``),
+    each block loaded as rows of ``w`` and turned over by ``tl.trans`` for the dot."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc_type = tl.int32 if x_ptr.dtype.element_ty == tl.int8 else tl.float32
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_type)
+    for k in range(0, K, BLOCK_K):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + (k + rk)[None, :],
+                    mask=(rn[:, None] < N) & ((k + rk)[None, :] < K), other=0.0)
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@naiad.jit
 def matmul_tutorial_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
                            stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr,
                            BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
@@ -213,6 +232,18 @@ def matmul(a, b, block_m=64, block_n=64, block_k=32):
     matmul_kernel[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1,
                         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return c
+
+
+def linear(x, w, block_m=64, block_n=64, block_k=32):
+    """``x @ w.T`` (``w`` a ``[N, K]`` weight) with `linear_kernel`, into a new fp32 array."""
+    import numpy as np
+
+    m, k = x.shape
+    n = w.shape[0]
+    y = np.empty((m, n), dtype=np.float32)
+    linear_kernel[(naiad.cdiv(m, block_m), naiad.cdiv(n, block_n))](x, w, y, m, n, k, BLOCK_M=block_m,
+                                                                    BLOCK_N=block_n, BLOCK_K=block_k)
+    return y
 
 
 def matmul_tutorial(a, b, block_m=128, block_n=128, block_k=32, group_m=8):

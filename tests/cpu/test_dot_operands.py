@@ -11,6 +11,7 @@ import pytest
 
 import naiad
 import naiad.language as tl
+from naiad.tools import gallery
 
 pytestmark = pytest.mark.shipped_backends
 
@@ -43,8 +44,6 @@ def test_dot_with_an_operand_read_down_its_columns(dtype, m, n, k):
 @pytest.mark.parametrize("n_ctx, head_dim", [(64, 64), (192, 32)])
 def test_gallery_attention_matches_torch(dtype, rtol, n_ctx, head_dim):
     """Tutorial 06's forward (K read as Kᵀ, P cast to V's dtype) against torch's SDPA in fp32."""
-    from naiad.tools import gallery
-
     gen = torch.Generator().manual_seed(n_ctx + head_dim)
     q, k, v = (torch.randn(2, 3, n_ctx, head_dim, generator=gen).to(getattr(torch, dtype)) for _ in range(3))
     out = torch.full_like(q, float("nan"))
@@ -79,14 +78,12 @@ def test_the_gallery_matmul_of_operands_stored_transposed(dtype, stored, m, n, k
     """``x @ wᵀ`` (a linear layer's weight stored ``[N, K]``) and its kin through the gallery
     kernel, B's or A's strides ``(1, rows)``: the blocks inside the matrices are copied a column
     at a time, the edge blocks (masked along M, N or K) as their pointers have them."""
-    from naiad.tools.gallery import matmul_kernel
-
     rng = np.random.default_rng(m + n + k + len(stored))
     a = _operands(dtype, (k, m), rng).t() if stored != "b transposed" else _operands(dtype, (m, k), rng)
     b = _operands(dtype, (n, k), rng).t() if stored != "a transposed" else _operands(dtype, (k, n), rng)
     integer = dtype == "int8"
     c = torch.full((m, n), -7, dtype=torch.int32) if integer else torch.full((m, n), float("nan"))
-    matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
+    gallery.matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1,
         BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if integer else 32)
     want = a.double().numpy() @ b.double().numpy()
@@ -102,8 +99,6 @@ def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch
     tested at run time as columns one stride apart -- the copy a column at a time -- and A, rows
     of consecutive elements, is not tested down its columns."""
     from naiad.backends.cpu.lowering import dot_operands
-    from naiad.tools.gallery import matmul_kernel
-
     found = []
 
     def recording(kernel, load):
@@ -116,26 +111,10 @@ def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     x = torch.zeros(64, 64).to(getattr(torch, dtype))
     c = torch.zeros(64, 64)
-    naiad.jit(matmul_kernel.fn).warmup(x, x.t(), c, 64, 64, 64, 64, 1, 1, 64, 64, 1, BLOCK_M=32, BLOCK_N=32,
+    naiad.jit(gallery.matmul_kernel.fn).warmup(x, x.t(), c, 64, 64, 64, 64, 1, 1, 64, 64, 1, BLOCK_M=32, BLOCK_N=32,
                                        BLOCK_K=32, grid=(2, 2))
     assert True in found and None not in found
     assert found.count(False) == (1 if dtype == "bfloat16" else 0)      # fp32 rows are not tested
-
-
-@naiad.jit
-def linear(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """``y = x @ wᵀ``, ``w`` stored ``[N, K]`` and loaded so, turned over by ``tl.trans``."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.int32 if x_ptr.dtype.element_ty == tl.int8 else tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
-                    other=0)
-        w = tl.load(w_ptr + rn[:, None] * K + (k + rk)[None, :], mask=(rn[:, None] < N) & ((k + rk)[None, :] < K),
-                    other=0)
-        acc = tl.dot(x, tl.trans(w), acc)
-    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @naiad.jit
@@ -165,14 +144,22 @@ def _linear_check(y, x, w):
 @pytest.mark.parametrize("m, n, k, block", [(128, 128, 256, 64), (100, 70, 90, 32), (33, 65, 130, 32),
                                             (64, 256, 64, 128)])
 def test_a_block_turned_over_by_trans(dtype, m, n, k, block):
-    """``tl.dot(x, tl.trans(w))``: the blocks inside the matrices read a row of ``w`` at a
-    time and turned over in registers, the masked edges element by element."""
+    """``tl.dot(x, tl.trans(w))`` (the gallery's linear kernel): the blocks inside the matrices
+    read a row of ``w`` at a time and turned over in registers, the masked edges element by
+    element."""
     rng = np.random.default_rng(m + 2 * n + 3 * k)
     x, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
     y = torch.full((m, n), -7, dtype=torch.int32) if dtype == "int8" else torch.full((m, n), float("nan"))
-    linear[(naiad.cdiv(m, block), naiad.cdiv(n, block))](x, w, y, m, n, k, BM=block, BN=block,
-                                                         BK=64 if dtype == "int8" else 32)
+    gallery.linear_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
+        x, w, y, m, n, k, BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if dtype == "int8" else 32)
     _linear_check(y, x, w)
+
+
+def test_the_gallery_linear_of_numpy_arrays():
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((70, 96), dtype=np.float32), rng.standard_normal((50, 96), dtype=np.float32)
+    np.testing.assert_allclose(gallery.linear(x, w, 32, 32, 32), x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -189,8 +176,8 @@ def test_a_whole_block_turned_over_by_dot_t(dtype, block):
 
 
 def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
-    """The masked ``w`` under ``tl.trans`` is tested at run time as rows one stride apart (the
-    copy a square at a time), and its copies are kept across programs (the launch allocates
+    """The gallery linear kernel's masked ``w`` under ``tl.trans`` is tested at run time as rows
+    one stride apart (the copy a square at a time), and its copies are kept across programs (the launch allocates
     their memory)."""
     from naiad.backends.cpu.lowering import dot_operands
 
@@ -205,6 +192,7 @@ def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
     monkeypatch.setattr(dot_operands, "affine_tile", recording)
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     x, y = torch.zeros(64, 64), torch.zeros(64, 64)
-    compiled = naiad.jit(linear.fn).warmup(x, x, y, 64, 64, 64, BM=32, BN=32, BK=32, grid=(2, 2))
+    compiled = naiad.jit(gallery.linear_kernel.fn).warmup(x, x, y, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32,
+                                                          grid=(2, 2))
     assert found == [False]                 # w's rows (fp32 x's rows are not tested)
     assert "malloc" in compiled.asm["llir"]
