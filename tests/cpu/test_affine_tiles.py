@@ -11,7 +11,7 @@ import pytest
 
 import naiad
 import naiad.language as tl
-from naiad.backends.cpu.lowering import dot_operands
+from naiad.backends.cpu.lowering import column_blocks, dot_operands
 from naiad.tools.gallery import matmul_kernel
 
 pytestmark = pytest.mark.shipped_backends
@@ -55,7 +55,7 @@ def test_gallery_matmul_with_whole_and_masked_blocks(dtype, m, n, k, block):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_operands_read_through_transposed_views(dtype):
     """Columns a row apart (A and B given transposed, strides swapped): consecutive down the
-    columns, so tested that way and copied a column at a time (`dot_operands.down_columns`);
+    columns, so tested that way and copied a column at a time (`column_blocks`);
     the values are the same."""
     rng = np.random.default_rng(3)
     at, bt = _operands(dtype, (96, 64), rng), _operands(dtype, (80, 96), rng)
@@ -258,7 +258,8 @@ def test_a_block_pointer_over_a_transposed_view_is_tested_down_its_columns(monke
         return tile
 
     original = dot_operands.affine_tile
-    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    for module in (dot_operands, column_blocks):
+        monkeypatch.setattr(module, "affine_tile", recording)
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     a, c = torch.zeros(64, 64), torch.zeros(64, 64)
     naiad.jit(block_pointer_matmul.fn).warmup(a, a.t(), c, 64, 64, 64, 64, 1, 1, 64, BM=32, BN=32, BK=32,

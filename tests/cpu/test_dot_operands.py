@@ -98,7 +98,7 @@ def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch
     """The gallery kernel's B given as ``wᵀ`` (masked, its column stride given at run time) is
     tested at run time as columns one stride apart -- the copy a column at a time -- and A, rows
     of consecutive elements, is not tested down its columns."""
-    from naiad.backends.cpu.lowering import dot_operands
+    from naiad.backends.cpu.lowering import column_blocks, dot_operands
     found = []
 
     def recording(kernel, load):
@@ -107,7 +107,8 @@ def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch
         return tile
 
     original = dot_operands.affine_tile
-    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    for module in (dot_operands, column_blocks):
+        monkeypatch.setattr(module, "affine_tile", recording)
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     x = torch.zeros(64, 64).to(getattr(torch, dtype))
     c = torch.zeros(64, 64)
@@ -179,7 +180,7 @@ def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
     """The gallery linear kernel's masked ``w`` under ``tl.trans`` is tested at run time as rows
     one stride apart (the copy a square at a time), and its copies are kept across programs (the launch allocates
     their memory)."""
-    from naiad.backends.cpu.lowering import dot_operands
+    from naiad.backends.cpu.lowering import column_blocks, dot_operands
 
     found = []
 
@@ -189,7 +190,8 @@ def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
         return tile
 
     original = dot_operands.affine_tile
-    monkeypatch.setattr(dot_operands, "affine_tile", recording)
+    for module in (dot_operands, column_blocks):
+        monkeypatch.setattr(module, "affine_tile", recording)
     monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     x, y = torch.zeros(64, 64), torch.zeros(64, 64)
     compiled = naiad.jit(gallery.linear_kernel.fn).warmup(x, x, y, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32,

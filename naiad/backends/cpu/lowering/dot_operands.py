@@ -8,16 +8,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import llvmlite.ir as ir
-from xdsl.dialects import scf
-from xdsl.ir import BlockArgument
 
 from naiad.backends.cpu.lowering import memory
-from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, runs_down
+from naiad.backends.cpu.lowering.affine_tiles import affine_tile, runs_down
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
-from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, numel, shape_of
+from naiad.backends.cpu.lowering.column_blocks import (copy_in_squares, grouped_in_squares, operand_load,
+                                                       square_runs, word_runs)
+from naiad.backends.cpu.lowering.next_trip import next_step, prefetch
+from naiad.backends.cpu.lowering.tiles import Buffer, numel, shape_of
 from naiad.codegen import llvm_types as lt
-from naiad.ir import arith, tt
-from naiad.passes.effects import defined_outside
+from naiad.ir import tt
 
 
 def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffer:
@@ -36,19 +36,16 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
         return kernel.materialize(value, into)
     load = held.op
     lanes = kernel.chunk_lanes(numel(value.type))
-    turned = _turned_load(kernel, load, lanes)
-    if turned is not None:
-        target = into or kernel.buffer(value.type)
-        _turned_copy(kernel, value, turned, lanes, target)
-        kernel.remember(value, target)
-        return target
-    if not isinstance(load, tt.LoadOp) or lanes == 1:
+    loaded = isinstance(load, tt.LoadOp)
+    runs = square_runs(kernel, value, lanes)
+    if runs is None and (not loaded or lanes == 1):
         return kernel.materialize(value, into)
     target = into or kernel.buffer(value.type)
-    if down_columns(kernel, load, lanes):
-        _transposed_copy(kernel, value, load, lanes, target)
-    else:
+    if runs is None:
         _copy_rows(kernel, value, load, target)
+    else:
+        copy_in_squares(kernel, value, lanes, runs, target, (lambda: _copy_rows(kernel, value, load, target))
+                        if loaded else (lambda: kernel.materialize(value, target)))
     kernel.remember(value, target)
     return target
 
@@ -109,7 +106,7 @@ def _whole_tile_or_chunks(kernel: Any, load: Any, lanes: int, step: ir.Value | N
     def whole(index: ir.Value) -> ir.Value:
         address, chunk = tile.chunk(kernel, index, lanes)
         if step is not None:
-            _prefetch(kernel, address, step, lt.byte_size(tile.element))
+            prefetch(kernel, address, step, lt.byte_size(tile.element))
         return chunk
 
     kernel.choose(tile.whole, lambda: run(whole), lambda: run(by_chunks), None)
@@ -130,203 +127,6 @@ def copy_lanes(kernel: Any, value: Any, load: Any) -> int:
     return lanes
 
 
-def down_columns(kernel: Any, load: Any, lanes: int) -> bool:
-    """Whether the 2-D block ``load`` reads runs of consecutive elements down its columns and
-    not along its rows (`affine_tiles.runs_down`: attention's K read as Kᵀ, a linear layer's
-    weight as Wᵀ), in whole chunks of ``lanes`` both ways.  Not under bounds checks, whose
-    checked loads take the chunks as they come."""
-    shape = shape_of(load.results[0].type)
-    if len(shape) != 2 or shape[0] % lanes or shape[1] % lanes or kernel.bounds_check \
-            or not runs_down(kernel, load):
-        return False
-    return is_block_pointer(load.ptr) or kernel.axis_info(load.ptr).contiguity[0] % lanes == 0
-
-
-def _transposed_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
-    """``load``'s block (see `down_columns`) into ``target`` a square at a time (`_squares`).
-    A masked load, or one through a block pointer, does so where it tests whole at run time
-    (`affine_tiles`: columns one stride apart, nothing masked off or out of bounds), else it
-    is copied along its rows as its pointers and mask, or its block pointer, have it."""
-    bld = kernel.b
-    cols = shape_of(value.type)[1]
-    if load.mask is None and not is_block_pointer(load.ptr):
-        _squares(kernel, value, lanes, target, lambda r, c: kernel.chunks.value_at(
-            load.ptr, bld.add(bld.mul(r, ir.Constant(lt.I32, cols)), c), 1))
-        return
-    tile = affine_tile(kernel, load)
-    if tile is None:
-        _copy_rows(kernel, value, load, target)
-        return
-    kernel.choose(tile.whole, lambda: _squares(kernel, value, lanes, target, _down_from(kernel, tile)),
-                  lambda: _copy_rows(kernel, value, load, target), None)
-
-
-def operand_load(kernel: Any, value: Any) -> Any | None:
-    """The ``tt.load`` whose block dot operand ``value`` is -- the load itself, or its 2-D block
-    turned over by ``tl.trans`` (``tl.dot(x, tl.trans(w))``, ``w`` loaded ``[N, K]``) -- where
-    each is still to be computed where it is used (`Lazy`); else None."""
-    held = kernel.lookup(value)
-    if not isinstance(held, Lazy):
-        return None
-    op = held.op
-    if isinstance(op, tt.TransOp) and list(op.order.get_values()) == [1, 0]:
-        held = kernel.lookup(op.src)
-        op = held.op if isinstance(held, Lazy) else None
-    return op if isinstance(op, tt.LoadOp) else None
-
-
-def _turned_load(kernel: Any, op: Any, lanes: int) -> Any | None:
-    """The load whose block ``op`` turns over (`operand_load`), where ``op`` is a ``tl.trans``
-    and squares of ``lanes`` tile its result; else None."""
-    if not isinstance(op, tt.TransOp) or lanes == 1 or kernel.bounds_check:
-        return None
-    load = operand_load(kernel, op.result)          # a 2-D block: ``tl.trans`` of order [1, 0]
-    return load if load is not None and all(d % lanes == 0 for d in shape_of(op.result.type)) else None
-
-
-def _turned_copy(kernel: Any, value: Any, load: Any, lanes: int, target: Buffer) -> None:
-    """``tl.trans`` (``value``) of ``load``'s rows into ``target`` a square at a time
-    (`_squares`): each of the load's rows, a column of ``value``, read with vector loads --
-    where the axis information proves the rows consecutive and nothing is masked, or the
-    load tests whole at run time (`affine_tiles`); else element by element as before."""
-    bld = kernel.b
-    rows = shape_of(value.type)[0]                     # the length of the load's rows
-    if load.mask is None and not is_block_pointer(load.ptr) and kernel.axis_info(load.ptr).contiguity[1] % lanes == 0:
-        _squares(kernel, value, lanes, target, lambda r, c: kernel.chunks.value_at(
-            load.ptr, bld.add(bld.mul(c, ir.Constant(lt.I32, rows)), r), 1))
-        return
-    tile = affine_tile(kernel, load)
-    if tile is None or tile.down:
-        kernel.materialize(value, target)
-        return
-    kernel.choose(tile.whole, lambda: _squares(kernel, value, lanes, target, _down_from(kernel, tile)),
-                  lambda: kernel.materialize(value, target), None)
-
-
-def _down_from(kernel: Any, tile: AffineTile) -> Callable[[ir.Value, ir.Value], ir.Value]:
-    """The address of element ``(r, c)`` of a block whose columns lie one after another in
-    memory, one ``tile.stride`` apart: a load down its columns, or one of rows turned over."""
-    bld = kernel.b
-    size = ir.Constant(lt.I64, lt.byte_size(tile.element))
-
-    def at(r: ir.Value, c: ir.Value) -> ir.Value:
-        along = bld.mul(bld.zext(c, lt.I64), tile.stride)
-        return bld.add(bld.add(tile.base, along), bld.mul(bld.zext(r, lt.I64), size))
-
-    return at
-
-
-def _squares(kernel: Any, value: Any, lanes: int, target: Buffer,
-             element_at: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
-    """``value``'s block, whose columns run consecutively in memory, into ``target``, read
-    ``lanes`` columns at a time: a vector load down each column (``element_at(row, column)``
-    the address of an element, an i64), the ``lanes x lanes`` square turned over in registers
-    (`_transpose_square`), a vector store along each row -- instead of a gather per chunk."""
-    bld = kernel.b
-    rows, cols = shape_of(value.type)
-    element = lt.memory_type(value.type)
-    size = lt.byte_size(element)
-    vtype = lt.vector(element, lanes)
-
-    def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
-        r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        columns = [bld.load(bld.inttoptr(element_at(r0, bld.add(c0, ir.Constant(lt.I32, j))), lt.PTR),
-                            typ=vtype, align=size) for j in range(lanes)]
-        first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
-        for i, row in enumerate(_transpose_square(bld, columns)):
-            place = bld.add(first, ir.Constant(lt.I32, i * cols))
-            bld.store(row, kernel.chunks.element_pointer(target, place), align=size)
-
-    kernel.counted_loop(rows * cols // (lanes * lanes), square)
-
-
-def _transpose_square(bld: ir.IRBuilder, vectors: list[ir.Value]) -> list[ir.Value]:
-    """The ``n`` vectors of ``n`` lanes (``n`` a power of two), rows of a square, as its
-    columns: one round per bit of the index swaps that bit of the row with that bit of the
-    column -- in a round of bit ``h``, rows ``i`` and ``i + h`` become
-    ``[a[c] if c & h == 0 else b[c - h]]`` and ``[a[c + h] if c & h == 0 else b[c]]``."""
-    n = len(vectors)
-    rows = list(vectors)
-    h = 1
-    while h < n:
-        low = ir.Constant(lt.vector(lt.I32, n), [c if not c & h else n + c - h for c in range(n)])
-        high = ir.Constant(lt.vector(lt.I32, n), [c + h if not c & h else n + c for c in range(n)])
-        for i in range(n):
-            if not i & h:
-                a, b = rows[i], rows[i + h]
-                rows[i], rows[i + h] = bld.shuffle_vector(a, b, low), bld.shuffle_vector(a, b, high)
-        h *= 2
-    return rows
-
-
-def next_step(kernel: Any, load: Any) -> ir.Value | None:
-    """How many elements the pointers of ``load`` move by the next trip of the `scf.for`
-    around it (an i64), when they move by the same amount everywhere: pointers computed from
-    the loop's induction variable (``a_ptr + (k + rk) * stride``) or carried by it (``ptrs +=
-    step``, which the loop-carried-pointers pass makes a carried offset)."""
-    parent = load.parent_op()
-    if not isinstance(parent, scf.ForOp):
-        return None
-    moved = _per_trip(kernel, load.ptr, parent)
-    return None if moved is None or isinstance(moved, int) else moved
-
-
-def _per_trip(kernel: Any, value: Any, loop: Any) -> ir.Value | int | None:
-    """What ``value`` gains from one trip of ``loop`` to the next: 0 for a value the loop does
-    not change, an i64 when every element gains the same, None when not known."""
-    if defined_outside(value, loop):
-        return 0
-    bld = kernel.b
-    if isinstance(value, BlockArgument):
-        if value.block is not loop.body.block:
-            return None
-        if value.index == 0:
-            return _as_i64(bld, kernel.scalar(loop.step))
-        following = loop.body.block.last_op.operands[value.index - 1].owner
-        if isinstance(following, arith.AddiOp) and following.lhs is value:
-            gain = _invariant_scalar(kernel, following.rhs, loop)
-            return None if gain is None else _as_i64(bld, gain)
-        return None
-    op = value.owner
-    if isinstance(op, (tt.SplatOp, tt.BroadcastOp, tt.ExpandDimsOp, arith.ExtSIOp)):
-        return _per_trip(kernel, op.operands[0], loop)
-    if isinstance(op, (tt.AddPtrOp, arith.AddiOp, arith.SubiOp)):
-        lhs, rhs = (_per_trip(kernel, v, loop) for v in op.operands)
-        if lhs is None or rhs is None:
-            return None
-        if isinstance(rhs, int):
-            return lhs
-        if isinstance(op, arith.SubiOp):
-            return bld.sub(ir.Constant(lt.I64, 0) if isinstance(lhs, int) else lhs, rhs)
-        return rhs if isinstance(lhs, int) else bld.add(lhs, rhs)
-    if isinstance(op, arith.MuliOp):
-        for moving, factor in (op.operands, op.operands[::-1]):
-            gain = _per_trip(kernel, moving, loop)
-            scale = _invariant_scalar(kernel, factor, loop)
-            if gain is not None and scale is not None:
-                return 0 if isinstance(gain, int) else bld.mul(gain, _as_i64(bld, scale))
-    return None
-
-
-def _invariant_scalar(kernel: Any, value: Any, loop: Any) -> ir.Value | None:
-    """The one number a value the loop does not change holds everywhere: a scalar, a splat of
-    one or a constant splat; else None."""
-    if not defined_outside(value, loop):
-        return None
-    known = kernel.constant_value(value)
-    if known is not None:
-        return ir.Constant(lt.I64, known)
-    while isinstance(value.owner, tt.SplatOp):
-        value = value.owner.src
-    held = kernel.lookup(value)
-    return held if isinstance(held, ir.Value) and isinstance(held.type, ir.IntType) else None
-
-
-def _as_i64(bld: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    return value if value.type == lt.I64 else bld.sext(value, lt.I64)
-
-
 def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive: bool,
                 step: ir.Value | None) -> ir.Value:
     """A chunk of ``load``: one vector load when its pointers are ``consecutive``, or turn out
@@ -343,7 +143,7 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     passthru = at(load.other) if load.other is not None else ctx.const(element, 0)
     first = b.extract_element(addresses, ir.Constant(lt.I32, 0))
     if step is not None:
-        _prefetch(kernel, first, step, size)
+        prefetch(kernel, first, step, size)
 
     def emit(contiguous: bool) -> ir.Value:
         return memory.emit_load(kernel, load, addresses, mask, passthru, lanes, contiguous)
@@ -356,26 +156,31 @@ def load_chunk(kernel: Any, load: Any, index: ir.Value, lanes: int, consecutive:
     return kernel.choose(all_equal, lambda: emit(True), lambda: emit(False), passthru.type)
 
 
-def _prefetch(kernel: Any, address: ir.Value, step: ir.Value, size: int) -> None:
-    """Ask for the line the next trip reads, ``step`` elements of ``size`` bytes past ``address``."""
-    b = kernel.b
-    ahead = b.inttoptr(b.add(address, b.mul(step, ir.Constant(lt.I64, size))), lt.PTR)
-    prefetch = lt.intrinsic(kernel.llmod, "prefetch", [lt.PTR], lt.VOID, [lt.PTR, lt.I32, lt.I32, lt.I32])
-    b.call(prefetch, [ahead, ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 3),
-                      ir.Constant(lt.I32, 1)])             # read, keep in cache, data
-
-
 def loaded_in_groups(kernel: Any, value: Any, group: int, into: Buffer | None = None) -> Buffer | None:
-    """B (``K x N``) loaded straight into `grouped_rows`' layout (into ``into`` when given) --
-    each group of rows' chunks read and interleaved as they arrive, one pass instead of a copy
-    and a second pass over it -- when it is a load of rows the dot alone uses; else None."""
-    held = kernel.lookup(value)
-    if not isinstance(held, Lazy) or not isinstance(held.op, tt.LoadOp) \
-            or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
+    """B (``K x N``) loaded straight into `grouped_rows`' layout (into ``into`` when given), one
+    pass instead of a copy and a second pass over it, when it is a load the dot alone uses: of
+    rows, each group of rows' chunks read and interleaved as they arrive; down its columns or
+    turned over by ``tl.trans``, a square of words at a time (`column_blocks.grouped_in_squares`).
+    Else None."""
+    load = operand_load(kernel, value)
+    if load is None or kernel.uses.get(value) != (1, False) or kernel.bounds_check:
         return None
-    load = held.op
     k_dim, n = shape_of(value.type)
-    if down_columns(kernel, load, 16) or not _in_runs(kernel, load, 16):
+    runs = word_runs(kernel, value, group)
+    if runs is not None:
+        grouped = into or kernel.buffer(value.type)
+
+        def otherwise() -> None:
+            rows = kernel.buffer(value.type)
+            if load.results[0] is value:
+                _copy_rows(kernel, value, load, rows)
+            else:
+                kernel.materialize(value, rows)
+            grouped_rows(kernel, rows, 1, k_dim, n, group, grouped)
+
+        grouped_in_squares(kernel, value, group, runs, grouped, otherwise)
+        return grouped
+    if load.results[0] is not value or runs_down(kernel, load) or not _in_runs(kernel, load, 16):
         return None
     step = next_step(kernel, load)
     lanes = copy_lanes(kernel, value, load)

@@ -31,7 +31,7 @@ import llvmlite.ir as ir
 from xdsl.dialects import scf
 
 from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, separates
-from naiad.backends.cpu.lowering.dot_operands import operand_load
+from naiad.backends.cpu.lowering.column_blocks import operand_load
 from naiad.backends.cpu.lowering.tiles import Buffer
 from naiad.codegen import llvm_types as lt
 from naiad.passes.effects import Effect, effect_of
