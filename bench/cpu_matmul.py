@@ -234,25 +234,28 @@ def attention_rows(rounds: int) -> list[list[Any]]:
     return rows
 
 
-#: Benchmark names in the CSV: "matmul fp32 256^3", "attention fwd bf16 B1 H8 N512 D64".
-MATMUL_NAME = re.compile(r"matmul (\w+) (\d+)\^3")
+#: Benchmark names in the CSV: "matmul fp32 256^3", "linear bf16 1024^3 (tl.trans)",
+#: "attention fwd bf16 B1 H8 N512 D64".
+MATMUL_NAME = re.compile(r"(matmul|linear) (\w+) (\d+)\^3(?: \((.+)\))?")
 ATTENTION_NAME = re.compile(r"attention fwd (\w+) .*\bN(\d+)\b")
 
 
-def matmul_panel(rows: list[dict[str, str]], dtype: str, peers: tuple[str, ...]) -> plots.Lines:
-    """GFLOP/s against size in one dtype: a line per tile of Naiad's, one per peer library (each
-    size's median over the tiles' rows, which time the peer again)."""
-    points = [(int(m[2]), r) for r in rows for m in [MATMUL_NAME.fullmatch(r["benchmark"])]
-              if m and m[1] == dtype]
-    tiles = sorted({int(r["tile"]) for _, r in points})
-    series = {f"Naiad, tile {t}": [(size, plots.number(r["naiad GFLOP/s"])) for size, r in points
-                                   if int(r["tile"]) == t] for t in tiles}
+def matmul_panel(rows: list[dict[str, str]], dtype: str, peers: tuple[str, ...], kind: str = "matmul") -> plots.Lines:
+    """GFLOP/s against size in one dtype of ``kind``'s rows (the gallery's matmul, or ``x @
+    wᵀ``): a line per tile of Naiad's (and per way, where rows name one), one per peer library
+    (each size's median over the rows, which time the peer again)."""
+    points = [(int(m[3]), m[4], r) for r in rows for m in [MATMUL_NAME.fullmatch(r["benchmark"])]
+              if m and m[1] == kind and m[2] == dtype]
+    lines = sorted({(int(r["tile"]), way or "") for _, way, r in points})
+    series = {f"Naiad, tile {t}{', ' + way if way else ''}": [
+        (size, plots.number(r["naiad GFLOP/s"])) for size, w, r in points if int(r["tile"]) == t and (w or "") == way]
+        for t, way in lines}
     for peer in peers:
-        sizes = sorted({size for size, _ in points})
-        series[peer] = [(size, statistics.median(plots.number(r[f"{peer} GFLOP/s"]) for s, r in points
+        sizes = sorted({size for size, _, _ in points})
+        series[peer] = [(size, statistics.median(plots.number(r[f"{peer} GFLOP/s"]) for s, _, r in points
                                                   if s == size)) for size in sizes]
-    return plots.Lines(f"matmul {dtype}", "M = N = K", "GFLOP/s", series, x_log=True, dashed=peers,
-                       y_from_zero=True)
+    title = f"matmul {dtype}" if kind == "matmul" else f"x @ wᵀ {dtype}"
+    return plots.Lines(title, "M = N = K", "GFLOP/s", series, x_log=True, dashed=peers, y_from_zero=True)
 
 
 def attention_panel(rows: list[dict[str, str]]) -> plots.Lines:
@@ -268,12 +271,13 @@ def attention_panel(rows: list[dict[str, str]]) -> plots.Lines:
 
 
 def plot(csv_path: str) -> str | None:
-    """The CSV's rows as panels of GFLOP/s (fp32, bf16 and int8 matmuls, attention) in a PNG
+    """The CSV's rows as panels of GFLOP/s (fp32, bf16 and int8 matmuls, x @ wᵀ, attention) in a PNG
     beside it; returns its path, or None without matplotlib."""
     rows = plots.read_rows(csv_path, "benchmark", "tile", "naiad GFLOP/s", "numpy GFLOP/s",
                            "torch GFLOP/s")
     panels = [matmul_panel(rows, "fp32", ("numpy", "torch")), matmul_panel(rows, "bf16", ("torch",)),
-              matmul_panel(rows, "int8", ("torch",)), attention_panel(rows)]
+              matmul_panel(rows, "int8", ("torch",)), matmul_panel(rows, "fp32", ("numpy", "torch"), "linear"),
+              matmul_panel(rows, "bf16", ("torch",), "linear"), attention_panel(rows)]
     return plots.write_png(csv_path, [p for p in panels if any(p.series.values())],
                            "CPU: Naiad's tl.dot kernels against numpy (BLAS) and torch", columns=2)
 

@@ -94,28 +94,16 @@ def test_the_gallery_matmul_of_operands_stored_transposed(dtype, stored, m, n, k
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, monkeypatch, tmp_path):
+def test_a_masked_block_read_down_its_columns_is_tested_whole(dtype, tested_tiles):
     """The gallery kernel's B given as ``wᵀ`` (masked, its column stride given at run time) is
     tested at run time as columns one stride apart -- the copy a column at a time -- and A, rows
     of consecutive elements, is not tested down its columns."""
-    from naiad.backends.cpu.lowering import column_blocks, dot_operands
-    found = []
-
-    def recording(kernel, load):
-        tile = original(kernel, load)
-        found.append(None if tile is None else tile.down)
-        return tile
-
-    original = dot_operands.affine_tile
-    for module in (dot_operands, column_blocks):
-        monkeypatch.setattr(module, "affine_tile", recording)
-    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
     x = torch.zeros(64, 64).to(getattr(torch, dtype))
     c = torch.zeros(64, 64)
     naiad.jit(gallery.matmul_kernel.fn).warmup(x, x.t(), c, 64, 64, 64, 64, 1, 1, 64, 64, 1, BLOCK_M=32, BLOCK_N=32,
-                                       BLOCK_K=32, grid=(2, 2))
-    assert True in found and None not in found
-    assert found.count(False) == (1 if dtype == "bfloat16" else 0)      # fp32 rows are not tested
+                                               BLOCK_K=32, grid=(2, 2))
+    assert True in tested_tiles and None not in tested_tiles
+    assert tested_tiles.count(False) == (1 if dtype == "bfloat16" else 0)      # fp32 rows are not tested
 
 
 @naiad.jit
@@ -176,25 +164,12 @@ def test_a_whole_block_turned_over_by_dot_t(dtype, block):
     assert "masked.gather" not in compiled.asm["llir"]
 
 
-def test_a_block_turned_over_is_tested_whole_and_kept(monkeypatch, tmp_path):
+def test_a_block_turned_over_is_tested_whole_and_kept(tested_tiles):
     """The gallery linear kernel's masked ``w`` under ``tl.trans`` is tested at run time as rows
-    one stride apart (the copy a square at a time), and its copies are kept across programs (the launch allocates
-    their memory)."""
-    from naiad.backends.cpu.lowering import column_blocks, dot_operands
-
-    found = []
-
-    def recording(kernel, load):
-        tile = original(kernel, load)
-        found.append(None if tile is None else tile.down)
-        return tile
-
-    original = dot_operands.affine_tile
-    for module in (dot_operands, column_blocks):
-        monkeypatch.setattr(module, "affine_tile", recording)
-    monkeypatch.setenv("NAIAD_CACHE_DIR", str(tmp_path))     # compiled here, not found cached
+    one stride apart (the copy a square at a time), and its copies are kept across programs (the
+    launch allocates their memory)."""
     x, y = torch.zeros(64, 64), torch.zeros(64, 64)
     compiled = naiad.jit(gallery.linear_kernel.fn).warmup(x, x, y, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32,
                                                           grid=(2, 2))
-    assert found == [False]                 # w's rows (fp32 x's rows are not tested)
+    assert tested_tiles == [False]          # w's rows (fp32 x's rows are not tested)
     assert "malloc" in compiled.asm["llir"]
