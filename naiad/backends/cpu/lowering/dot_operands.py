@@ -30,7 +30,9 @@ def operand_buffer(kernel: Any, value: Any, into: Buffer | None = None) -> Buffe
     than to gather); and a loop's next trip is prefetched (`next_step`): reading another part
     of a large matrix, rows apart, each trip stalls on memory otherwise.  A load that tests
     whole at run time is copied as strided rows instead (`_whole_tile_or_chunks`), through a
-    pointer tensor or a block pointer alike."""
+    pointer tensor or a block pointer alike.  An operand whose columns run consecutively in
+    memory -- a load down its columns, ``tl.trans`` of a load of rows -- is copied a square at a
+    time (`column_blocks`)."""
     held = kernel.lookup(value)
     if isinstance(held, Buffer):
         return kernel.materialize(value, into)
