@@ -173,3 +173,20 @@ def test_a_block_turned_over_is_tested_whole_and_kept(tested_tiles):
                                                           grid=(2, 2))
     assert tested_tiles == [False]          # w's rows (fp32 x's rows are not tested)
     assert "malloc" in compiled.asm["llir"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32)])
+def test_the_tutorial_matmul_of_a_weight_stored_transposed(dtype, m, n, k, block, tested_tiles):
+    """Triton's tutorial matmul over ``wᵀ``: its B pointers are held in a buffer before the K loop
+    (their column term, ``% N``, too costly to compute again each trip) and advanced each trip;
+    index arithmetic alone, so still taken apart and tested down their columns."""
+    rng = np.random.default_rng(m + k)
+    a, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    b = w.t()
+    c = torch.full((m, n), float("nan"))
+    gallery.matmul_tutorial_kernel[(naiad.cdiv(m, block) * naiad.cdiv(n, block),)](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1, BLOCK_SIZE_M=block,
+        BLOCK_SIZE_N=block, BLOCK_SIZE_K=32, GROUP_SIZE_M=4)
+    np.testing.assert_allclose(c.numpy(), a.double().numpy() @ b.double().numpy(), rtol=1e-5, atol=1e-3)
+    assert True in tested_tiles

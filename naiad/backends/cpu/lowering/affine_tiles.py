@@ -17,8 +17,11 @@ whole where its block lies inside the bounds it checks (`_block_tile`): its chun
 work out every lane's position and bounds, and such matmuls ran at 0.4-0.6x the same kernel
 through pointer tensors.
 
-Only values still to be computed where they are used (`Lazy`) are taken apart: one held in a
-buffer was computed earlier, perhaps before a store its terms would now read past.  Offsets
+Only values still to be computed where they are used (`Lazy`) are taken apart, or held ones
+that read no memory all the way down (`_taken_apart`): one held in a buffer was computed
+earlier, perhaps before a store its terms would now read past -- but index arithmetic alone
+(Triton's tutorial matmul holds B's pointers before its K loop, their column term a ``%`` too
+costly to compute again each trip) comes out the same at every point.  Offsets
 are added in their own integer width by the kernel (``int32`` wraps) and here in 64 bits, so
 each offset's row, column and fixed parts are checked to stay within a third of that width's
 range: their sum then never wraps, and the two agree.
@@ -30,12 +33,13 @@ import dataclasses
 from typing import Any
 
 import llvmlite.ir as ir
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from naiad.backends.cpu.lowering.block_pointers import BlockPointer, is_block_pointer
 from naiad.backends.cpu.lowering.tiles import Lazy, shape_of
 from naiad.codegen import llvm_types as lt
 from naiad.ir import arith, tt
+from naiad.passes.effects import Effect, effect_of
 
 
 @dataclasses.dataclass
@@ -176,7 +180,7 @@ def _block_tile(kernel: Any, load: Any) -> AffineTile:
 def _address_sums(kernel: Any, value: SSAValue) -> list[_Sum] | None:
     """``value`` (a 2-D tensor of pointers) as sums of separated terms: one `_Sum` for the
     pointers and one for each ``tt.addptr``'s offsets; None where some part varies along both
-    axes, or was computed earlier (`_lazy`)."""
+    axes, or was computed earlier from memory (`_taken_apart`)."""
     top = _Sum(64, 1)
     sums = [top]
     if not _collect(kernel, value, 1, top, sums):
@@ -184,13 +188,24 @@ def _address_sums(kernel: Any, value: SSAValue) -> list[_Sum] | None:
     return sums
 
 
-def _lazy(kernel: Any, value: SSAValue) -> bool:
-    return isinstance(kernel.env.get(value), Lazy)
+def _taken_apart(kernel: Any, value: SSAValue) -> bool:
+    """Whether ``value``'s terms may be computed again where a load uses them: it is still to
+    be computed there (`Lazy`), or what holds it read no memory (`_reads_nothing`)."""
+    return isinstance(kernel.env.get(value), Lazy) or _reads_nothing(value)
+
+
+def _reads_nothing(value: SSAValue) -> bool:
+    """Whether ``value`` is computed from SSA values by ops that neither read nor write memory,
+    all the way down: computed again anywhere it is seen, it is the same."""
+    op = value.owner
+    if not isinstance(op, Operation):
+        return True                         # a block argument
+    return not op.regions and effect_of(op) is Effect.NONE and all(_reads_nothing(v) for v in op.operands)
 
 
 def _collect(kernel: Any, value: SSAValue, sign: int, into: _Sum, sums: list[_Sum]) -> bool:
     op = value.owner
-    if not _lazy(kernel, value):
+    if not _taken_apart(kernel, value):
         return False
     if isinstance(op, tt.AddPtrOp):
         pointee = lt.element(op.ptr.type).pointee_type
@@ -232,7 +247,7 @@ def _is_splat(op: Any) -> bool:
 def _mask_terms(kernel: Any, value: SSAValue) -> tuple[list, list, list] | None:
     """A 2-D mask as the ``and`` of terms along rows, columns and neither; None otherwise."""
     op = value.owner
-    if not _lazy(kernel, value):
+    if not _taken_apart(kernel, value):
         return None
     if isinstance(op, arith.AndIOp):
         left, right = _mask_terms(kernel, op.lhs), _mask_terms(kernel, op.rhs)
