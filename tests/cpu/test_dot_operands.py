@@ -73,11 +73,13 @@ def _operands(dtype, shape, rng):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
 @pytest.mark.parametrize("stored", ["b transposed", "a transposed", "both transposed"])
-@pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32), (33, 65, 130, 32)])
+@pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32), (33, 65, 130, 32),
+                                            (48, 64, 193, 32)])
 def test_the_gallery_matmul_of_operands_stored_transposed(dtype, stored, m, n, k, block):
     """``x @ wᵀ`` (a linear layer's weight stored ``[N, K]``) and its kin through the gallery
     kernel, B's or A's strides ``(1, rows)``: the blocks inside the matrices are copied a column
-    at a time, the edge blocks (masked along M, N or K) as their pointers have them."""
+    at a time, the edge blocks (masked along M, N or K) as their pointers have them; an odd K
+    puts bf16 columns two bytes off a 32-bit word."""
     rng = np.random.default_rng(m + n + k + len(stored))
     a = _operands(dtype, (k, m), rng).t() if stored != "b transposed" else _operands(dtype, (m, k), rng)
     b = _operands(dtype, (n, k), rng).t() if stored != "a transposed" else _operands(dtype, (k, n), rng)

@@ -103,8 +103,8 @@ def copy_in_squares(kernel: Any, value: Any, lanes: int, runs: ColumnRuns, targe
     """``value``'s block into ``target`` a square of ``lanes x lanes`` at a time, read as
     ``runs`` (`square_runs`) says -- ``otherwise()`` where it turns out at run time not to be."""
     rows, cols = shape_of(value.type)
-    _under(kernel, runs, lambda: _squares(kernel, rows, cols, lt.memory_type(value.type), lanes, runs,
-                                          runs.element_at,
+    element = lt.memory_type(value.type)
+    _under(kernel, runs, lambda: _squares(kernel, rows, cols, element, lanes, runs, lt.byte_size(element),
                                           lambda place: kernel.chunks.element_pointer(target, place)), otherwise)
 
 
@@ -127,9 +127,11 @@ def grouped_in_squares(kernel: Any, value: Any, group: int, runs: ColumnRuns, ta
     k_dim, n = shape_of(value.type)
     bld = kernel.b
 
+    def word_at(r: ir.Value, c: ir.Value) -> ir.Value:
+        return runs.element_at(bld.mul(r, ir.Constant(lt.I32, group)), c)
+
     def words() -> None:
-        _squares(kernel, k_dim // group, n, lt.I32, 16, runs,
-                 lambda r, c: runs.element_at(bld.mul(r, ir.Constant(lt.I32, group)), c),
+        _squares(kernel, k_dim // group, n, lt.I32, 16, dataclasses.replace(runs, element_at=word_at), 4 // group,
                  lambda place: kernel.chunks.element_pointer(target, bld.mul(place, ir.Constant(lt.I32, group))))
 
     _under(kernel, runs, words, otherwise)
@@ -156,15 +158,14 @@ def _down_from(kernel: Any, tile: AffineTile) -> Callable[[ir.Value, ir.Value], 
     return at
 
 
-def _squares(kernel: Any, rows: int, cols: int, element: ir.Type, lanes: int, runs: ColumnRuns,
-             element_at: Callable[[ir.Value, ir.Value], ir.Value],
+def _squares(kernel: Any, rows: int, cols: int, element: ir.Type, lanes: int, runs: ColumnRuns, align: int,
              place_at: Callable[[ir.Value], ir.Value]) -> None:
     """A ``rows x cols`` block of ``element``s whose columns run consecutively in memory into
-    rows, read ``lanes`` columns at a time: a vector load down each column (``element_at(row,
-    column)`` the address of an element, an i64; the next trip's asked for, ``runs.ahead``),
-    the ``lanes x lanes`` square turned over in registers (`_transpose_square`), a vector store
-    along each row (``place_at(index)`` the pointer of the row-major element ``index``) --
-    instead of a gather per chunk."""
+    rows, read ``lanes`` columns at a time: a vector load down each column (``runs.element_at(row,
+    column)`` the address of an element, an i64, aligned to ``align`` bytes; the next trip's
+    asked for, ``runs.ahead``), the ``lanes x lanes`` square turned over in registers
+    (`_transpose_square`), a vector store along each row (``place_at(index)`` the pointer of the
+    row-major element ``index``) -- instead of a gather per chunk."""
     bld = kernel.b
     size = lt.byte_size(element)
     vtype = lt.vector(element, lanes)
@@ -172,12 +173,12 @@ def _squares(kernel: Any, rows: int, cols: int, element: ir.Type, lanes: int, ru
     def column(address: ir.Value) -> ir.Value:
         if runs.ahead is not None:
             prefetch(kernel, address, runs.ahead, 1)
-        return bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=size)
+        return bld.load(bld.inttoptr(address, lt.PTR), typ=vtype, align=align)
 
     def square(index: ir.Value) -> None:            # index: row block * (cols / lanes) + column block
         r0 = bld.mul(bld.udiv(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
         c0 = bld.mul(bld.urem(index, ir.Constant(lt.I32, cols // lanes)), ir.Constant(lt.I32, lanes))
-        columns = [column(element_at(r0, bld.add(c0, ir.Constant(lt.I32, j)))) for j in range(lanes)]
+        columns = [column(runs.element_at(r0, bld.add(c0, ir.Constant(lt.I32, j)))) for j in range(lanes)]
         first = bld.add(bld.mul(r0, ir.Constant(lt.I32, cols)), c0)
         for i, row in enumerate(_transpose_square(bld, columns)):
             bld.store(row, place_at(bld.add(first, ir.Constant(lt.I32, i * cols))), align=size)
