@@ -196,11 +196,19 @@ def _taken_apart(kernel: Any, value: SSAValue) -> bool:
 
 def _reads_nothing(value: SSAValue) -> bool:
     """Whether ``value`` is computed from SSA values by ops that neither read nor write memory,
-    all the way down: computed again anywhere it is seen, it is the same."""
-    op = value.owner
-    if not isinstance(op, Operation):
-        return True                         # a block argument
-    return not op.regions and effect_of(op) is Effect.NONE and all(_reads_nothing(v) for v in op.operands)
+    all the way down (block arguments the leaves): computed again anywhere it is seen, it is
+    the same.  Each op is looked at once, however many paths lead to it."""
+    seen: set[int] = set()
+    pending = [value]
+    while pending:
+        op = pending.pop().owner
+        if not isinstance(op, Operation) or id(op) in seen:
+            continue
+        if op.regions or effect_of(op) is not Effect.NONE:
+            return False
+        seen.add(id(op))
+        pending.extend(op.operands)
+    return True
 
 
 def _collect(kernel: Any, value: SSAValue, sign: int, into: _Sum, sums: list[_Sum]) -> bool:
