@@ -39,7 +39,7 @@ from naiad.backends.cpu.lowering.block_pointers import BlockPointer, is_block_po
 from naiad.backends.cpu.lowering.tiles import Lazy, shape_of
 from naiad.codegen import llvm_types as lt
 from naiad.ir import arith, tt
-from naiad.passes.effects import Effect, effect_of
+from naiad.passes.effects import is_pure
 
 
 @dataclasses.dataclass
@@ -77,11 +77,17 @@ class AffineTile:
         bld = kernel.b
         row = bld.udiv(index, ir.Constant(index.type, self.columns))
         column = bld.urem(index, ir.Constant(index.type, self.columns))
+        address = self.address(kernel, row, column)
         size = lt.byte_size(self.element)
-        address = bld.add(bld.add(self.base, bld.mul(bld.zext(row, lt.I64), self.stride)),
-                          bld.mul(bld.zext(column, lt.I64), ir.Constant(lt.I64, size)))
         value = bld.load(bld.inttoptr(address, lt.PTR), typ=lt.vector(self.element, lanes), align=size)
         return address, value
+
+    def address(self, kernel: Any, row: ir.Value, column: ir.Value) -> ir.Value:
+        """The address (i64) of element ``(row, column)`` (unsigned i32s), where ``whole``."""
+        bld = kernel.b
+        lines, runs = (column, row) if self.down else (row, column)
+        return bld.add(bld.add(self.base, bld.mul(bld.zext(lines, lt.I64), self.stride)),
+                       bld.mul(bld.zext(runs, lt.I64), ir.Constant(lt.I64, lt.byte_size(self.element))))
 
 
 def affine_tile(kernel: Any, load: Any) -> AffineTile | None:
@@ -204,7 +210,7 @@ def _reads_nothing(value: SSAValue) -> bool:
         op = pending.pop().owner
         if not isinstance(op, Operation) or id(op) in seen:
             continue
-        if op.regions or effect_of(op) is not Effect.NONE:
+        if op.regions or not is_pure(op):
             return False
         seen.add(id(op))
         pending.extend(op.operands)

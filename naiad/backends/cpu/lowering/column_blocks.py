@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
-from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, runs_down
+from naiad.backends.cpu.lowering.affine_tiles import affine_tile, runs_down
 from naiad.backends.cpu.lowering.block_pointers import is_block_pointer
 from naiad.backends.cpu.lowering.next_trip import next_step, prefetch
 from naiad.backends.cpu.lowering.tiles import Buffer, Lazy, shape_of
@@ -87,7 +87,9 @@ def column_runs(kernel: Any, value: Any, run: int) -> ColumnRuns | None:
     tile = affine_tile(kernel, load)
     if tile is None or tile.down == turned:
         return None
-    return ColumnRuns(tile.whole, _down_from(kernel, tile), ahead)
+    if turned:                              # element (r, c) is the load's (c, r)
+        return ColumnRuns(tile.whole, lambda r, c: tile.address(kernel, c, r), ahead)
+    return ColumnRuns(tile.whole, lambda r, c: tile.address(kernel, r, c), ahead)
 
 
 def square_runs(kernel: Any, value: Any, lanes: int) -> ColumnRuns | None:
@@ -143,19 +145,6 @@ def _under(kernel: Any, runs: ColumnRuns, copy: Callable[[], Any], otherwise: Ca
         copy()
     else:
         kernel.choose(runs.whole, copy, otherwise, None)
-
-
-def _down_from(kernel: Any, tile: AffineTile) -> Callable[[ir.Value, ir.Value], ir.Value]:
-    """The address of element ``(r, c)`` of a block whose columns lie one after another in
-    memory, one ``tile.stride`` apart: a load down its columns, or one of rows turned over."""
-    bld = kernel.b
-    size = ir.Constant(lt.I64, lt.byte_size(tile.element))
-
-    def at(r: ir.Value, c: ir.Value) -> ir.Value:
-        along = bld.mul(bld.zext(c, lt.I64), tile.stride)
-        return bld.add(bld.add(tile.base, along), bld.mul(bld.zext(r, lt.I64), size))
-
-    return at
 
 
 def _squares(kernel: Any, rows: int, cols: int, element: ir.Type, lanes: int, runs: ColumnRuns, align: int,
