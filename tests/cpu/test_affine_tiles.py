@@ -13,28 +13,11 @@ import naiad
 import naiad.language as tl
 from naiad.tools.gallery import matmul_kernel
 
+from .matmuls import check_product, operands, result
+
 pytestmark = pytest.mark.shipped_backends
 
 torch = pytest.importorskip("torch")
-
-
-def _operands(dtype, shape, rng):
-    if dtype == "int8":
-        return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
-    values = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
-    return values.bfloat16() if dtype == "bfloat16" else values
-
-
-def _check(c, a, b):
-    want = a.double().numpy() @ b.double().numpy()
-    if c.dtype == torch.int32:
-        np.testing.assert_array_equal(c.numpy(), want.astype(np.int64))
-    else:
-        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-3)
-
-
-def _result(dtype, m, n):
-    return torch.full((m, n), -7, dtype=torch.int32) if dtype == "int8" else torch.full((m, n), float("nan"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
@@ -43,12 +26,12 @@ def _result(dtype, m, n):
 def test_gallery_matmul_with_whole_and_masked_blocks(dtype, m, n, k, block):
     """Interior blocks take the strided copy, edge blocks (masked along M, N or K) the other."""
     rng = np.random.default_rng(m * n + k)
-    a, b = _operands(dtype, (m, k), rng), _operands(dtype, (k, n), rng)
-    c = _result(dtype, m, n)
+    a, b = operands(dtype, (m, k), rng), operands(dtype, (k, n), rng)
+    c = result(dtype, m, n)
     bk = 64 if dtype == "int8" else 32
     matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=block, BLOCK_N=block, BLOCK_K=bk)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -57,12 +40,12 @@ def test_operands_read_through_transposed_views(dtype):
     columns, so tested that way and copied a column at a time (`column_blocks`);
     the values are the same."""
     rng = np.random.default_rng(3)
-    at, bt = _operands(dtype, (96, 64), rng), _operands(dtype, (80, 96), rng)
+    at, bt = operands(dtype, (96, 64), rng), operands(dtype, (80, 96), rng)
     a, b = at.t(), bt.t()                         # [64, 96] and [96, 80], column-major
-    c = _result(dtype, 64, 80)
+    c = result(dtype, 64, 80)
     matmul_kernel[(2, 3)](a, b, c, 64, 80, 96, a.stride(0), a.stride(1), b.stride(0), b.stride(1), 80, 1,
                           BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 @naiad.jit
@@ -84,13 +67,13 @@ def test_rows_through_an_index(dtype, order):
     """Rows one stride apart (every third, or flipped: a negative stride) take the strided copy;
     shuffled or repeated rows fail the test at run time and are copied chunk by chunk."""
     rng = np.random.default_rng(11)
-    a, b = _operands(dtype, (200, 64), rng), _operands(dtype, (64, 32), rng)
+    a, b = operands(dtype, (200, 64), rng), operands(dtype, (64, 32), rng)
     index = {"every third": np.arange(32) * 3 + 5, "flipped": 150 - np.arange(32),
              "shuffled": rng.permutation(200)[:32], "repeated": np.full(32, 7)}[order]
     index = torch.from_numpy(index.astype(np.int32))
     c = torch.full((32, 32), float("nan"))
     rows_by_index[(1,)](a, b, c, index, 64, BM=32, BN=32, BK=32)
-    _check(c, a[index.long()], b)
+    check_product(c, a[index.long()], b)
 
 
 @naiad.jit
@@ -106,10 +89,10 @@ def offsets_that_cancel(a_ptr, b_ptr, c_ptr, BIG, M: tl.constexpr, N: tl.constex
 @pytest.mark.parametrize("big", [0, 1 << 20, (1 << 31) - 1024])
 def test_offsets_far_apart_that_cancel(big):
     rng = np.random.default_rng(5)
-    a, b = _operands("float32", (32, 32), rng), _operands("float32", (32, 32), rng)
+    a, b = operands("float32", (32, 32), rng), operands("float32", (32, 32), rng)
     c = torch.full((32, 32), float("nan"))
     offsets_that_cancel[(1,)](a, b, c, big, M=32, N=32, K=32)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 @naiad.jit
@@ -135,7 +118,7 @@ def test_which_loads_separate(tested_tiles):
                                        BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, grid=(2, 2))
     assert tested_tiles == []
     rng = np.random.default_rng(2)
-    a, b = _operands("bfloat16", (32, 32), rng), _operands("bfloat16", (32, 32), rng)
+    a, b = operands("bfloat16", (32, 32), rng), operands("bfloat16", (32, 32), rng)
     c = torch.full((32, 32), float("nan"))
     naiad.jit(times_diagonal_shift.fn)[(1,)](a, b, c, M=32, N=32, K=32)
     assert tested_tiles.count(None) == 1 and tested_tiles.count(False) == 1     # A does not separate, B does
@@ -158,13 +141,13 @@ def rows_then_overwritten(a_ptr, b_ptr, c_ptr, index_ptr, BM: tl.constexpr, BN: 
 
 def test_rows_read_before_a_store_to_them():
     rng = np.random.default_rng(8)
-    a, b = _operands("float32", (64, 32), rng), _operands("float32", (32, 32), rng)
+    a, b = operands("float32", (64, 32), rng), operands("float32", (32, 32), rng)
     index = torch.arange(32, dtype=torch.int32) * 2 + 1
     want_rows = index.long().clone()
     c = torch.full((32, 32), float("nan"))
     rows_then_overwritten[(1,)](a, b, c, index, BM=32, BN=32, BK=32)
     assert int(index.abs().sum()) == 0
-    _check(c, a[want_rows], b)
+    check_product(c, a[want_rows], b)
 
 
 @naiad.jit
@@ -198,12 +181,12 @@ def test_block_pointer_matmul(dtype, m, n, k, block, check):
     """Whole blocks (inside both dimensions' bounds) take the strided copy, blocks over an edge
     are read with their padding as before."""
     rng = np.random.default_rng(m + n + k)
-    a, b = _operands(dtype, (m, k), rng), _operands(dtype, (k, n), rng)
-    c = _result(dtype, m, n)
+    a, b = operands(dtype, (m, k), rng), operands(dtype, (k, n), rng)
+    c = result(dtype, m, n)
     bk = 64 if dtype == "int8" else 32
     block_pointer_matmul[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         a, b, c, m, n, k, k, 1, n, 1, BM=block, BN=block, BK=bk, CHECK=check)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
@@ -214,26 +197,26 @@ def test_block_pointer_over_a_transposed_view(dtype, m, n, k, block, check):
     stride is not 1, its other one is at run time, so whole blocks are copied a column at a
     time; blocks over an edge are read with their padding as before."""
     rng = np.random.default_rng(m + n + k + 4)
-    a, bt = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    a, bt = operands(dtype, (m, k), rng), operands(dtype, (n, k), rng)
     b = bt.t()                                     # [k, n], column-major
-    c = _result(dtype, m, n)
+    c = result(dtype, m, n)
     block_pointer_matmul[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         BM=block, BN=block, BK=64 if dtype == "int8" else 32, CHECK=check)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 def test_block_pointer_strided_both_ways():
     """Neither stride 1 (every other column of a column-major view): tested down the columns,
     found not whole at run time, read element by element; the values are the same."""
     rng = np.random.default_rng(5)
-    a, wide = _operands("float32", (64, 96), rng), _operands("float32", (128, 96), rng)
+    a, wide = operands("float32", (64, 96), rng), operands("float32", (128, 96), rng)
     b = wide.t()[::2, :]                           # [48, 128] of a [96, 128] view, strides (2, 96)
     a = a[:, :48]
-    c = _result("float32", 64, 128)
+    c = result("float32", 64, 128)
     block_pointer_matmul[(2, 4)](a, b, c, 64, 128, 48, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                  BM=32, BN=32, BK=16, CHECK=True)
-    _check(c, a, b)
+    check_product(c, a, b)
 
 
 def test_a_block_pointer_over_a_transposed_view_is_tested_down_its_columns(tested_tiles):

@@ -13,6 +13,8 @@ import naiad
 import naiad.language as tl
 from naiad.tools import gallery
 
+from .matmuls import check_product, operands, result
+
 pytestmark = pytest.mark.shipped_backends
 
 torch = pytest.importorskip("torch")
@@ -65,12 +67,6 @@ def test_bounds_checks_see_an_operand_read_down_its_columns():
         times_transposed[(1,)](a, b, c, M=16, N=16, K=16, bounds_check=True)
 
 
-def _operands(dtype, shape, rng):
-    if dtype == "int8":
-        return torch.from_numpy(rng.integers(-128, 128, shape).astype(np.int8))
-    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(getattr(torch, dtype))
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
 @pytest.mark.parametrize("stored", ["b transposed", "a transposed", "both transposed"])
 @pytest.mark.parametrize("m, n, k, block", [(128, 128, 128, 64), (100, 70, 90, 32), (33, 65, 130, 32),
@@ -81,18 +77,13 @@ def test_the_gallery_matmul_of_operands_stored_transposed(dtype, stored, m, n, k
     at a time, the edge blocks (masked along M, N or K) as their pointers have them; an odd K
     puts bf16 columns two bytes off a 32-bit word."""
     rng = np.random.default_rng(m + n + k + len(stored))
-    a = _operands(dtype, (k, m), rng).t() if stored != "b transposed" else _operands(dtype, (m, k), rng)
-    b = _operands(dtype, (n, k), rng).t() if stored != "a transposed" else _operands(dtype, (k, n), rng)
-    integer = dtype == "int8"
-    c = torch.full((m, n), -7, dtype=torch.int32) if integer else torch.full((m, n), float("nan"))
+    a = operands(dtype, (k, m), rng).t() if stored != "b transposed" else operands(dtype, (m, k), rng)
+    b = operands(dtype, (n, k), rng).t() if stored != "a transposed" else operands(dtype, (k, n), rng)
+    c = result(dtype, m, n)
     gallery.matmul_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1,
-        BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if integer else 32)
-    want = a.double().numpy() @ b.double().numpy()
-    if integer:
-        np.testing.assert_array_equal(c.numpy(), want.astype(np.int64))
-    else:
-        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-3)
+        BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if dtype == "int8" else 32)
+    check_product(c, a, b)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -123,14 +114,6 @@ def linear_whole(x_ptr, w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BM: tl.c
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
-def _linear_check(y, x, w):
-    want = x.double().numpy() @ w.double().numpy().T
-    if y.dtype == torch.int32:
-        np.testing.assert_array_equal(y.numpy(), want.astype(np.int64))
-    else:
-        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-3)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
 @pytest.mark.parametrize("m, n, k, block", [(128, 128, 256, 64), (100, 70, 90, 32), (33, 65, 130, 32),
                                             (64, 256, 64, 128)])
@@ -139,11 +122,11 @@ def test_a_block_turned_over_by_trans(dtype, m, n, k, block):
     read a row of ``w`` at a time and turned over in registers, the masked edges element by
     element."""
     rng = np.random.default_rng(m + 2 * n + 3 * k)
-    x, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
-    y = torch.full((m, n), -7, dtype=torch.int32) if dtype == "int8" else torch.full((m, n), float("nan"))
+    x, w = operands(dtype, (m, k), rng), operands(dtype, (n, k), rng)
+    y = result(dtype, m, n)
     gallery.linear_kernel[(naiad.cdiv(m, block), naiad.cdiv(n, block))](
         x, w, y, m, n, k, BLOCK_M=block, BLOCK_N=block, BLOCK_K=64 if dtype == "int8" else 32)
-    _linear_check(y, x, w)
+    check_product(y, x, w.t())
 
 
 def test_the_gallery_linear_of_numpy_arrays():
@@ -159,10 +142,10 @@ def test_a_whole_block_turned_over_by_dot_t(dtype, block):
     bm, bn, bk = block
     m, n, k = 2 * bm, 3 * bn, 4 * bk
     rng = np.random.default_rng(bm + bn + bk)
-    x, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
-    y = torch.full((m, n), float("nan"))
+    x, w = operands(dtype, (m, k), rng), operands(dtype, (n, k), rng)
+    y = result(dtype, m, n)
     compiled = linear_whole[(2, 3)](x, w, y, N=n, K=k, BM=bm, BN=bn, BK=bk)
-    _linear_check(y, x, w)
+    check_product(y, x, w.t())
     assert "masked.gather" not in compiled.asm["llir"]
 
 
@@ -184,11 +167,11 @@ def test_the_tutorial_matmul_of_a_weight_stored_transposed(dtype, m, n, k, block
     (their column term, ``% N``, too costly to compute again each trip) and advanced each trip;
     index arithmetic alone, so still taken apart and tested down their columns."""
     rng = np.random.default_rng(m + k)
-    a, w = _operands(dtype, (m, k), rng), _operands(dtype, (n, k), rng)
+    a, w = operands(dtype, (m, k), rng), operands(dtype, (n, k), rng)
     b = w.t()
-    c = torch.full((m, n), float("nan"))
+    c = result(dtype, m, n)
     gallery.matmul_tutorial_kernel[(naiad.cdiv(m, block) * naiad.cdiv(n, block),)](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1, BLOCK_SIZE_M=block,
         BLOCK_SIZE_N=block, BLOCK_SIZE_K=32, GROUP_SIZE_M=4)
-    np.testing.assert_allclose(c.numpy(), a.double().numpy() @ b.double().numpy(), rtol=1e-5, atol=1e-3)
+    check_product(c, a, b)
     assert True in tested_tiles
