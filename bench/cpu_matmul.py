@@ -121,19 +121,19 @@ def linear_rows(x: Any, w: Any, tiles: list[int], rounds: int, repeats: int) -> 
     """``x @ wᵀ`` with ``w`` stored ``[N, K]`` (a linear layer's weight), two ways: the gallery's
     matmul over ``wᵀ``'s strides (``(1, K)``: B's blocks run down their columns) and its linear
     kernel (``tl.trans`` of ``w``'s rows); fp32 against numpy's ``x @ w.T`` and torch's
-    ``F.linear``, bf16 against torch's."""
+    ``F.linear``, bf16 against torch's (torch is needed: `matmul_rows` asks only with it)."""
     size = x.shape[0]
     flops = 2 * size ** 3
     rows = []
-    for dtype in ("fp32", "bf16") if torch is not None else ("fp32",):
+    for dtype in ("fp32", "bf16"):
         bf16 = dtype == "bf16"
-        tx, tw = (torch.from_numpy(v) for v in (x, w)) if torch is not None else (None, None)
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
         if bf16:
             tx, tw = tx.bfloat16(), tw.bfloat16()
         xs, ws = (tx, tw) if bf16 else (x, w)
-        want = (tx.double() @ tw.double().T).numpy() if torch is not None else x.astype(np.float64) @ w.T
+        want = (tx.double() @ tw.double().T).numpy()
         for tile in tiles:
-            y = torch.empty(size, size) if torch is not None else np.empty((size, size), np.float32)
+            y = torch.empty(size, size)
             grid = (naiad.cdiv(size, tile), naiad.cdiv(size, tile))
             ways = {
                 "strides": lambda: gallery.matmul_kernel[grid](xs, ws.T, y, size, size, size, size, 1, 1, size,
@@ -143,12 +143,10 @@ def linear_rows(x: Any, w: Any, tiles: list[int], rounds: int, repeats: int) -> 
             }
             for way, call in ways.items():
                 call()
-                check(np.asarray(y), want, 1e-4, f"linear {dtype} {size} tile {tile} {way}")
-                calls = {"naiad": call}
+                check(y.numpy(), want, 1e-4, f"linear {dtype} {size} tile {tile} {way}")
+                calls = {"naiad": call, "torch": lambda: torch.nn.functional.linear(tx, tw)}
                 if not bf16:
                     calls["numpy"] = lambda: x @ w.T
-                if torch is not None:
-                    calls["torch"] = lambda: torch.nn.functional.linear(tx, tw)
                 seconds = timed(calls, rounds, repeats)
                 peer = seconds["torch"] if bf16 else seconds["numpy"]
                 rows.append([f"linear {dtype} {size}^3 ({way})", tile,
