@@ -220,3 +220,19 @@ def test_programs_that_stop_keeping_copies_and_those_after(dtype, monkeypatch):
     for p in range(programs):
         q = min(p, first)
         _check(dtype, c[p], a[p * 32:(p + 1) * 32], b[q * k:(q + 1) * k])
+
+
+def test_a_matmul_on_amx_tiles_keeps_copies():
+    """Compiled for a processor with AMX (on any x86-64 host): the panels keep copies too."""
+    import platform
+
+    from .test_dot_amx import _assembly_for_amx_processor
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("not an x86-64 host")
+    a, c = torch.zeros(256, 256).bfloat16(), torch.zeros(256, 256)
+    for tile in (32, 64, 128):
+        compiled = matmul_kernel.warmup(a, a, c, 256, 256, 256, 256, 1, 256, 1, 256, 1,
+                                        BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32, grid=(1, 1))
+        tiles, assembly = _assembly_for_amx_processor(compiled)
+        assert tiles and "malloc" in assembly

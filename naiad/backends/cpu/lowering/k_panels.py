@@ -26,6 +26,7 @@ from typing import Any, Callable
 import llvmlite.ir as ir
 from xdsl.dialects import scf
 
+from naiad.backends.cpu.lowering.operand_cache import KeptTrips, copy_unless_kept, kept_trips
 from naiad.backends.cpu.lowering.tiles import Buffer, numel
 from naiad.codegen import llvm_types as lt
 
@@ -45,21 +46,41 @@ PANEL_BYTES = 256 << 10
 @dataclasses.dataclass(frozen=True)
 class Panel:
     """The slots of one dot's operands: ``a`` and ``b`` the first slot of each (later slots
-    follow, one operand's size apart), ``slot`` this trip's (an i32); ``loop`` the dot's
-    `scf.for` and ``counter`` its induction variable, lower bound and step."""
+    follow, one operand's size apart), ``slot`` this trip's (an i32) and ``trip`` the trip's
+    number (from 0); ``loop`` the dot's `scf.for` and ``counter`` its induction variable,
+    lower bound and step; ``kept`` A's and B's copies kept across programs
+    (`operand_cache`), where they are: trips that have a place there are copied there
+    instead, a whole panel of them being one after another there as in the slots."""
 
     a: Buffer
     b: Buffer
     slots: int
     slot: ir.Value
+    trip: ir.Value
     loop: scf.ForOp
     counter: tuple[ir.Value, ir.Value, ir.Value]
+    kept: tuple[KeptTrips | None, KeptTrips | None]
 
-    def a_slot(self, kernel: Any) -> Buffer:
-        return _slot(kernel, self.a, self.slot)
+    def fill(self, kernel: Any, operand: int, value: Any, copy: Callable[[Buffer], None]) -> Buffer:
+        """Operand ``operand`` (0: A, 1: B) of this trip, ``value``, copied by ``copy(slot)``
+        into its slot, or its kept place -- unless a program before kept the same tile
+        there; returns where it is."""
+        first, kept = (self.a, self.b)[operand], self.kept[operand]
+        slot = _slot(kernel, first, self.slot)
+        if kept is None:
+            copy(slot)
+            return slot
+        return copy_unless_kept(kernel, kept, value, self.trip, slot, copy)
 
-    def b_slot(self, kernel: Any) -> Buffer:
-        return _slot(kernel, self.b, self.slot)
+    def first_slots(self, kernel: Any, trip: ir.Value) -> tuple[Buffer, Buffer]:
+        """A's and B's first slot of the panel whose first trip is ``trip``."""
+        def first(slot: Buffer, kept: KeptTrips | None) -> Buffer:
+            if kept is None:
+                return slot
+            place = kernel.b.select(kept.keeps(kernel, trip), kept.place(kernel, trip), slot.ptr)
+            return Buffer(place, slot.mlir_type)
+
+        return first(self.a, self.kept[0]), first(self.b, self.kept[1])
 
 
 def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Panel | None:
@@ -78,21 +99,28 @@ def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Pane
         return None
     loop = op.parent_op()
     counter = _counter(kernel, loop)
-    slot = kernel.b.urem(trip_number(kernel, loop), ir.Constant(lt.I32, slots))
+    trip = trip_number(kernel, loop)
+    slot = kernel.b.urem(trip, ir.Constant(lt.I32, slots))
     a, b = (kernel.buffer(v.type, copies=slots) for v in (op.a, op.b))
-    return Panel(a, b, slots, slot, loop, counter)
+    kept = tuple(kept_trips(kernel, v, loop, numel(v.type) * lt.byte_size(lt.memory_type(v.type)), slots)
+                 for v in (op.a, op.b))
+    return Panel(a, b, slots, slot, trip, loop, counter, kept)
 
 
-def multiply(kernel: Any, gathered: Panel, run: Callable[[int | ir.Value], None]) -> None:
-    """``run(k_blocks)`` (the dot over the panel's first ``k_blocks`` slots) when this trip
-    fills the panel, and after the loop over the slots its last trips filled, if any."""
+def multiply(kernel: Any, gathered: Panel, run: Callable[[int | ir.Value, Buffer, Buffer], None]) -> None:
+    """``run(k_blocks, a, b)`` (the dot over the panel's first ``k_blocks`` slots, from A's and
+    B's first) when this trip fills the panel, and after the loop over the slots its last
+    trips filled, if any."""
     bld = kernel.b
     full = bld.icmp_unsigned("==", gathered.slot, ir.Constant(lt.I32, gathered.slots - 1))
-    kernel.choose(full, lambda: run(gathered.slots), lambda: None, None)
+    first = bld.sub(gathered.trip, gathered.slot)
+    kernel.choose(full, lambda: run(gathered.slots, *gathered.first_slots(kernel, first)), lambda: None, None)
 
     def rest() -> None:                     # at the loop's exit: the induction variable's last value
-        filled = bld.urem(_trip(bld, *gathered.counter), ir.Constant(lt.I32, gathered.slots))
-        kernel.choose(bld.icmp_unsigned("!=", filled, ir.Constant(lt.I32, 0)), lambda: run(filled),
+        trips = _trip(bld, *gathered.counter)
+        filled = bld.urem(trips, ir.Constant(lt.I32, gathered.slots))
+        kernel.choose(bld.icmp_unsigned("!=", filled, ir.Constant(lt.I32, 0)),
+                      lambda: run(filled, *gathered.first_slots(kernel, bld.sub(trips, filled))),
                       lambda: None, None)
 
     kernel.after_loop(gathered.loop, rest)

@@ -72,17 +72,17 @@ def lower_dot(kernel: Any, op: Any) -> None:
     destination = kernel.dot_destination(op)
     gathered = k_panels.panel(kernel, op, tiles.k_step, destination) if tiles else None
     if gathered:
-        _b_copy(kernel, op.b, group, 1, k_dim, n, gathered.b_slot(kernel))
-        operand_buffer(kernel, op.a, gathered.a_slot(kernel))
+        gathered.fill(kernel, 1, op.b, lambda into: _b_copy(kernel, op.b, group, 1, k_dim, n, into))
+        gathered.fill(kernel, 0, op.a, lambda into: operand_buffer(kernel, op.a, into))
         c = operand_buffer(kernel, op.c)
         if destination.ptr is not c.ptr:
             kernel.copy(c, destination)
-        k_panels.multiply(kernel, gathered, lambda blocks: amx_matmul.tiled_matmul(
-            kernel, tiles, gathered.a, gathered.b, destination, m, n, k_dim, 0, blocks))
+        k_panels.multiply(kernel, gathered, lambda blocks, a, b: amx_matmul.tiled_matmul(
+            kernel, tiles, a, b, destination, m, n, k_dim, 0, blocks))
         kernel.env[result] = destination
         return
-    b_ = _kept_or(kernel, op, op.b, tiles, lambda into: _b_copy(kernel, op.b, group, batch, k_dim, n, into))
-    a = _kept_or(kernel, op, op.a, tiles, lambda into: operand_buffer(kernel, op.a, into))
+    b_ = _kept_or(kernel, op, op.b, lambda into: _b_copy(kernel, op.b, group, batch, k_dim, n, into))
+    a = _kept_or(kernel, op, op.a, lambda into: operand_buffer(kernel, op.a, into))
     c = operand_buffer(kernel, op.c)
     if grouped and grouped.unsigned_a:
         a = _moved_up(kernel, a)
@@ -110,14 +110,12 @@ def _b_copy(kernel: Any, b: Any, group: int, batch: int, k_dim: int, n: int, int
     return grouped_rows(kernel, operand_buffer(kernel, b), batch, k_dim, n, group, into)
 
 
-def _kept_or(kernel: Any, op: Any, value: Any, tiles: amx_matmul.TileProduct | None,
-             copy: Callable[[Buffer | None], Buffer]) -> Buffer:
+def _kept_or(kernel: Any, op: Any, value: Any, copy: Callable[[Buffer | None], Buffer]) -> Buffer:
     """Operand ``value`` of dot ``op``, ``copy(into)`` putting it in a buffer: its place among
     the copies kept across programs where its loop keeps them (`operand_cache`), else a
-    buffer of its own (``copy(None)``).  Not for dots on AMX ``tiles``: kept copies there are
-    yet to be run and measured on such a processor (docs/PERFORMANCE.md, session 32)."""
+    buffer of its own (``copy(None)``)."""
     loop = op.parent_op()
-    if tiles or not isinstance(loop, scf.ForOp) or len(shape_of(value.type)) != 2:
+    if not isinstance(loop, scf.ForOp) or len(shape_of(value.type)) != 2:
         return copy(None)
     size = numel(value.type) * lt.byte_size(lt.memory_type(value.type))
     kept = kept_trips(kernel, value, loop, size, 1)

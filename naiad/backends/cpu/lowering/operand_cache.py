@@ -62,6 +62,20 @@ class KeptTrips:
     trips: int
     tile_bytes: int
 
+    def keeps(self, kernel: Any, trip: ir.Value) -> ir.Value:
+        """Whether trip ``trip`` of this program goes to the kept copies (an i1), as `_keeping`
+        decided at the program's first trip: the thread has their memory, the trip a place
+        there, and fewer than `IDLE_PROGRAMS` programs in a row before this one found nothing."""
+        bld = kernel.b
+        have = bld.icmp_unsigned("!=", self.state, ir.Constant(lt.I64, 0))
+
+        def active() -> ir.Value:
+            idle = bld.load(_field(bld, self.state, 0), typ=lt.I64, align=8)
+            return bld.icmp_unsigned("<", idle, ir.Constant(lt.I64, IDLE_PROGRAMS))
+
+        still = kernel.choose(have, active, lambda: ir.Constant(lt.I1, 0), lt.I1)
+        return bld.and_(bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, self.trips)), still)
+
     def place(self, kernel: Any, trip: ir.Value) -> ir.Value:
         """Trip ``trip``'s copy (a pointer), where `_keeping`."""
         bld = kernel.b
@@ -141,12 +155,7 @@ def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
         bld.store(bld.select(missed, bld.add(idle, one), zero), idle_at, align=8)
         bld.store(one, missed_at, align=8)
 
-    def active() -> ir.Value:
-        idle = bld.load(idle_at, typ=lt.I64, align=8)
-        return bld.icmp_unsigned("<", idle, ir.Constant(lt.I64, IDLE_PROGRAMS))
-
-    still = kernel.choose(have, active, lambda: ir.Constant(lt.I1, 0), lt.I1)
-    return bld.and_(bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, kept.trips)), still)
+    return kept.keeps(kernel, trip)
 
 
 def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
