@@ -84,7 +84,7 @@ def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer,
     k_step, group = product.k_step, product.group
     strips_m, strips_n = 2 if m % (2 * ROWS) == 0 else 1, 2 if n % (2 * ROWS) == 0 else 1
     blocks_n = n // (ROWS * strips_n)
-    bld.call(call[_CONFIGURE], [_configuration(kernel.llmod)])
+    configured_at = _configure_once(kernel, call)
 
     def at(buf: Buffer, element: ir.Value) -> ir.Value:
         return kernel.chunks.element_pointer(buf, element)
@@ -132,7 +132,29 @@ def tiled_matmul(kernel: Any, product: TileProduct, a: Buffer, b_groups: Buffer,
             bld.call(call["tilestored64"], [i8(tile), d_tile(r, c), d_stride])
 
     kernel.counted_loop((m // (ROWS * strips_m)) * blocks_n, block)
-    bld.call(call["tilerelease"], [])
+    with bld.if_then(bld.icmp_unsigned("==", configured_at, ir.Constant(lt.I64, 0))):
+        bld.call(call["tilerelease"], [])
+
+
+def _configure_once(kernel: Any, call: dict[str, ir.Function]) -> ir.Value:
+    """Configure the tiles unless this thread did so earlier in its share of the launch, as a
+    flag in the share's zeroed memory says; their release waits for the share's end
+    (`KernelLowering.at_share_end`).  A 64-wide tile at K = 2048 multiplies 16 panels a
+    program: ``ldtilecfg`` and ``tilerelease`` around each cost more than the tiles' state
+    kept from one to the next.  Returns the flag's address (an i64), 0 where the share has no
+    memory: then each caller configures, and releases after its multiply."""
+    bld, zero = kernel.b, ir.Constant(lt.I64, 0)
+    flag = kernel.share_memory(8, zeroed=True)
+    shared = bld.icmp_unsigned("!=", flag, zero)
+    at = bld.inttoptr(flag, lt.PTR)
+    done = kernel.choose(shared, lambda: bld.icmp_unsigned("!=", bld.load(at, typ=lt.I64, align=8), zero),
+                         lambda: ir.Constant(lt.I1, 0), lt.I1)
+    with bld.if_then(bld.not_(done)):
+        bld.call(call[_CONFIGURE], [_configuration(kernel.llmod)])
+        with bld.if_then(shared):
+            bld.store(ir.Constant(lt.I64, 1), at, align=8)
+    kernel.at_share_end("tilerelease", lambda b: b.call(call["tilerelease"], []))
+    return flag
 
 
 def uses_tiles(module: ir.Module) -> bool:

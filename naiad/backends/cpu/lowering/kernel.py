@@ -81,6 +81,8 @@ class KernelLowering:
         #: Bytes of the memory kept across a thread's programs (`share_memory`): cleared first
         #: and not.
         self._share_bytes = {True: 0, False: 0}
+        #: Code the grid function emits after a share's last program (`at_share_end`), by name.
+        self._share_ends: dict[str, Callable[[ir.IRBuilder], None]] = {}
 
     # -- entry ------------------------------------------------------------------------------
     def lower(self) -> ir.Module:
@@ -146,6 +148,12 @@ class KernelLowering:
         moved = b.add(address, ir.Constant(lt.I64, offset))
         return b.select(b.icmp_unsigned("==", address, ir.Constant(lt.I64, 0)), address, moved)
 
+    def at_share_end(self, name: str, emit: Callable[[ir.IRBuilder], None]) -> None:
+        """Have ``emit(builder)`` run once after the last program of each share of the grid a
+        thread runs (what a program leaves for the next, such as AMX's configured tiles, is
+        undone there); ``name`` keeps one of each kind."""
+        self._share_ends.setdefault(name, emit)
+
     def _grid_function(self, body: ir.Function) -> ir.Function:
         """``naiad_grid(args, nx, ny, nz, first, last)``: run programs first..last-1."""
         fn = ir.Function(self.llmod, ir.FunctionType(lt.VOID, [lt.PTR] + [lt.I32] * 5), "naiad_grid")
@@ -174,6 +182,8 @@ class KernelLowering:
         pid.add_incoming(b.add(pid, ir.Constant(lt.I32, 1)), loop)
         b.branch(header)
         b.position_at_end(done)
+        for emit in self._share_ends.values():
+            emit(b)
         release()
         b.ret_void()
         return fn
