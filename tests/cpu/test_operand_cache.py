@@ -52,7 +52,7 @@ def _gallery(a, b, c, bm, bn, bk, kernel=matmul_kernel):
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
 @pytest.mark.parametrize("m, n, k, bm, bn", [
     (256, 256, 512, 64, 64),             # 16 programs: rows and columns each read by four
-    (128, 256, 4096, 64, 128),           # more trips than the copies kept
+    (128, 256, 10240, 64, 128),          # more trips than the copies kept (`OPERAND_BYTES`)
     (200, 130, 320, 32, 32),             # masked edges: edge tiles copied every trip
     (96, 384, 256, 32, 64),
     (512, 64, 1024, 16, 64)])

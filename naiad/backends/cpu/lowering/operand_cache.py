@@ -36,9 +36,12 @@ from naiad.backends.cpu.lowering.tiles import Buffer
 from naiad.codegen import llvm_types as lt
 from naiad.passes.effects import Effect, effect_of
 
-#: Bytes of copies kept for one operand (a thread's): 64 trips of a 128 x 32 bf16 tile and its
-#: tag each, so a K of 2048; on a core of 2 MB of second-level cache, with the other operand's.
-OPERAND_BYTES = 1 << 19
+#: Bytes of copies kept for one operand (a thread's), their tags besides: 128 trips of a
+#: 128 x 32 bf16 tile, so a K of 4096 (64 trips of a 128 x 32 fp32 tile).  Memory no trip
+#: reaches is never touched.  Half of it kept the last trips of a K of 2048 out (with the tags
+#: counted in, 63 trips fitted, and 48 on AMX, whose panels keep 16 trips at a time): 1 MB ran
+#: bf16 2048^3 on AMX tiles 10-25 % faster (docs/PERFORMANCE.md, session 34).
+OPERAND_BYTES = 1 << 20
 #: Bytes of a trip's tag: the address of the tile's first element and its row stride (i64 each).
 TAG_BYTES = 16
 #: Programs in a row that found none of their tiles kept, after which a thread's later programs
@@ -92,7 +95,7 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
             or kernel.uses.get(value) != (1, False) or not separates(kernel, load) \
             or not _nothing_written_first(kernel.func_op, loop):
         return None
-    trips = OPERAND_BYTES // (tile_bytes + TAG_BYTES) // multiple * multiple
+    trips = OPERAND_BYTES // tile_bytes // multiple * multiple
     if trips == 0:
         return None
     return KeptTrips(kernel.share_memory(trips * tile_bytes, zeroed=False),
