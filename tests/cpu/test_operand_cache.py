@@ -212,8 +212,11 @@ def test_programs_that_stop_keeping_copies_and_those_after(dtype, monkeypatch):
     """On one thread the first programs find nothing kept (each its own B, and A always its
     own), so the thread stops keeping copies (`operand_cache.IDLE_PROGRAMS`); every result is
     still right, before and after."""
+    from naiad.backends.cpu.lowering.operand_cache import IDLE_PROGRAMS
+
     rng = np.random.default_rng(6)
-    programs, first, k = 10, 4, 192
+    first = IDLE_PROGRAMS + 2
+    programs, k = first + 6, 192
     a, b = _operand(dtype, rng, programs * 32, k), _operand(dtype, rng, (first + 1) * k, 32)
     c = _result(dtype, programs, 32, 32)
     _on_one_thread(unique_then_shared, monkeypatch)[(programs,)](a, b, c, k, FIRST=first, N=32, BK=32)
@@ -236,3 +239,19 @@ def test_a_matmul_on_amx_tiles_keeps_copies():
                                         BLOCK_M=tile, BLOCK_N=tile, BLOCK_K=32, grid=(1, 1))
         tiles, assembly = _assembly_for_amx_processor(compiled)
         assert tiles and "malloc" in assembly
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
+@pytest.mark.parametrize("m, n, k, tile", [
+    (24 * 32, 5 * 32, 160, 32),          # three column groups of 8 rows: A found in its way
+    (10 * 32, 7 * 32, 96, 32),           # a last column group of 2 rows
+    (40 * 16, 3 * 16, 64, 16)])          # five groups: the ways filled again and again
+def test_rows_of_a_kept_in_ways_on_one_thread(dtype, m, n, k, tile, monkeypatch):
+    """On one thread the grid runs each group of 8 rows of programs column after column: a
+    program finds its rows of A in the way the program 8 before it filled (`operand_cache.WAYS`)
+    and B in the way of the program just before; each way is filled again by the next group."""
+    rng = np.random.default_rng(m + n)
+    a, b = _operand(dtype, rng, m, k), _operand(dtype, rng, k, n)
+    c = _result(dtype, m, n)
+    _gallery(a, b, c, tile, tile, 64 if dtype == "int8" else 32, _on_one_thread(matmul_kernel, monkeypatch))
+    _check(dtype, c, a, b)

@@ -10,7 +10,8 @@ memory the thread keeps across its programs (`KernelLowering.share_memory`), tag
 was copied: the tile's first element's address and row stride, where the load tested whole
 (`affine_tiles`).  A later program whose trip finds its own tile's tag there skips the copy
 and multiplies the one kept, packed and contiguous.  The grid runs the programs that share B
-one after another (`kernel._grouped_ids`).
+one after another (`kernel._grouped_ids`), and those that share A 8 programs apart: each
+operand's copies are kept in `WAYS` places, a program's in one of them.
 
 Kept only where that is the same as copying again: the load is a dot operand's alone, in an
 `scf.for` that no loop encloses, and nothing the kernel does before the loop ends writes
@@ -44,20 +45,28 @@ from naiad.passes.effects import Effect, effect_of
 OPERAND_BYTES = 1 << 20
 #: Bytes of a trip's tag: the address of the tile's first element and its row stride (i64 each).
 TAG_BYTES = 16
+#: Programs' worth of copies kept an operand, each program's trips in one of them (a way): the
+#: one whose first trip holds the program's first tile, else the next in turn.  The grid runs
+#: 8 programs of a column group for each column (`kernel._grouped_ids`), one after another
+#: sharing B; each of the 8 reads its own rows of A, which the same 8 read again at the next
+#: column -- with 8 ways A's copies are found there too, not only B's.
+WAYS = 8
 #: Programs in a row that found none of their tiles kept, after which a thread's later programs
 #: copy into buffers of their own: where programs share no tiles (a batch of matmuls, each its
 #: own), the copies kept -- a new place every trip, and its tag -- cost 7-8 % of a fp32 one
-#: with 64-wide tiles on the 2-core EPYC (docs/PERFORMANCE.md, session 32), and the operand
-#: that a grid's order never repeats (A, programs in a row sharing B) pays it too.
-IDLE_PROGRAMS = 2
+#: with 64-wide tiles on the 2-core EPYC (docs/PERFORMANCE.md, session 32).  One more than
+#: `WAYS`: A's copies are found only from the ninth program of a column group on.
+IDLE_PROGRAMS = WAYS + 1
 
 
 @dataclasses.dataclass(frozen=True)
 class KeptTrips:
-    """Where one operand's copies are kept: ``data`` (an i64 address: trip ``t``'s copy at
-    ``data + t * tile_bytes``) and ``tags`` (``TAG_BYTES`` a trip), for trips below ``trips``;
-    both 0 where the thread has no such memory.  ``state``: two i64, the programs in a row that
-    found nothing kept before this one, and whether this one has not found anything yet."""
+    """Where one operand's copies are kept: ``data`` (an i64 address: trip ``t``'s copy in way
+    ``w`` at ``data + (w * trips + t) * tile_bytes``) and ``tags`` (``TAG_BYTES`` a trip, in
+    the same order), for trips below ``trips``, `WAYS` ways; both 0 where the thread has no
+    such memory.  ``state``: four i64, the programs in a row that found nothing kept before
+    this one, whether this one has not found anything yet, its way's first trip (``w *
+    trips``), and the ways filled so far (the next to fill is that modulo `WAYS`)."""
 
     data: ir.Value
     tags: ir.Value
@@ -80,10 +89,24 @@ class KeptTrips:
         return bld.and_(bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, self.trips)), still)
 
     def place(self, kernel: Any, trip: ir.Value) -> ir.Value:
-        """Trip ``trip``'s copy (a pointer), where `_keeping`."""
+        """Trip ``trip``'s copy in this program's way (a pointer), where `_keeping`."""
         bld = kernel.b
-        offset = bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, self.tile_bytes))
+        offset = bld.mul(self._slot(kernel, trip), ir.Constant(lt.I64, self.tile_bytes))
         return bld.inttoptr(bld.add(self.data, offset), lt.PTR)
+
+    def tag(self, kernel: Any, trip: ir.Value) -> ir.Value:
+        """The address (an i64) of trip ``trip``'s tag in this program's way, where `_keeping`."""
+        bld = kernel.b
+        return bld.add(self.tags, bld.mul(self._slot(kernel, trip), ir.Constant(lt.I64, TAG_BYTES)))
+
+    def _slot(self, kernel: Any, trip: ir.Value) -> ir.Value:
+        """Trip ``trip``'s number among all ways' (an i64): its way's first, as `_keeping`
+        chose it at the program's first trip, plus ``trip``; just ``trip`` without memory."""
+        bld = kernel.b
+        have = bld.icmp_unsigned("!=", self.state, ir.Constant(lt.I64, 0))
+        first = kernel.choose(have, lambda: bld.load(_field(bld, self.state, 16), typ=lt.I64, align=8),
+                              lambda: ir.Constant(lt.I64, 0), lt.I64)
+        return bld.add(first, bld.zext(trip, lt.I64))
 
 
 def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multiple: int) -> KeptTrips | None:
@@ -98,9 +121,9 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
     trips = OPERAND_BYTES // tile_bytes // multiple * multiple
     if trips == 0:
         return None
-    return KeptTrips(kernel.share_memory(trips * tile_bytes, zeroed=False),
-                     kernel.share_memory(trips * TAG_BYTES, zeroed=True), kernel.share_memory(16, zeroed=True),
-                     trips, tile_bytes)
+    return KeptTrips(kernel.share_memory(WAYS * trips * tile_bytes, zeroed=False),
+                     kernel.share_memory(WAYS * trips * TAG_BYTES, zeroed=True),
+                     kernel.share_memory(32, zeroed=True), trips, tile_bytes)
 
 
 def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, own: Buffer,
@@ -112,11 +135,11 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     memory)."""
     bld = kernel.b
     tile: AffineTile = affine_tile(kernel, operand_load(kernel, value))   # `kept_trips` made sure
-    holds = _keeping(kernel, kept, trip)
+    holds = _keeping(kernel, kept, trip, tile)
     into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
     whole, base, stride = tile.whole, tile.base, tile.stride
-    tag = bld.add(kept.tags, bld.mul(bld.zext(trip, lt.I64), ir.Constant(lt.I64, TAG_BYTES)))
+    tag = kept.tag(kernel, trip)
     tag_base, tag_stride = _field(bld, tag, 0), _field(bld, tag, 8)
 
     def same() -> ir.Value:
@@ -141,13 +164,14 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     return into
 
 
-def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
-    """Whether trip ``trip`` goes to the kept copies (an i1): the thread has their memory (the
-    state's, the tags' and the copies' are one allocation: all there or none), the trip has a
-    place there, and fewer than `IDLE_PROGRAMS` programs in a row before this one found
-    nothing kept.  The count is brought up to date at each program's first trip (the loop
-    runs once a program), so the answer is the same for all of a program's trips; a share's
-    memory starts with it at 0 and nothing missed."""
+def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value, tile: AffineTile) -> ir.Value:
+    """Whether trip ``trip`` (of ``tile``) goes to the kept copies (an i1): the thread has their
+    memory (the state's, the tags' and the copies' are one allocation: all there or none), the
+    trip has a place there, and fewer than `IDLE_PROGRAMS` programs in a row before this one
+    found nothing kept.  The count is brought up to date at each program's first trip (the
+    loop runs once a program), and the program's way chosen (`_choose_way`), so the answer
+    and the way are the same for all of a program's trips; a share's memory starts with the
+    count at 0, nothing missed, no way filled."""
     bld = kernel.b
     zero, one = ir.Constant(lt.I64, 0), ir.Constant(lt.I64, 1)
     have = bld.icmp_unsigned("!=", kept.state, zero)
@@ -157,8 +181,28 @@ def _keeping(kernel: Any, kept: KeptTrips, trip: ir.Value) -> ir.Value:
         idle = bld.load(idle_at, typ=lt.I64, align=8)
         bld.store(bld.select(missed, bld.add(idle, one), zero), idle_at, align=8)
         bld.store(one, missed_at, align=8)
+        _choose_way(kernel, kept, tile)
 
     return kept.keeps(kernel, trip)
+
+
+def _choose_way(kernel: Any, kept: KeptTrips, tile: AffineTile) -> None:
+    """At a program's first trip: the way whose first trip is tagged with this trip's tile,
+    else the next way in turn (counting the ways filled), into the state."""
+    bld = kernel.b
+    filled_at, way_at = _field(bld, kept.state, 24), _field(bld, kept.state, 16)
+    filled = bld.load(filled_at, typ=lt.I64, align=8)
+    way = bld.urem(filled, ir.Constant(lt.I64, WAYS))
+    found = ir.Constant(lt.I1, 0)
+    for w in range(WAYS):
+        tag = bld.add(kept.tags, ir.Constant(lt.I64, w * kept.trips * TAG_BYTES))
+        same = bld.and_(bld.icmp_unsigned("==", bld.load(_field(bld, tag, 0), typ=lt.I64, align=8), tile.base),
+                        bld.icmp_unsigned("==", bld.load(_field(bld, tag, 8), typ=lt.I64, align=8), tile.stride))
+        same = bld.and_(bld.and_(same, tile.whole), bld.not_(found))
+        way = bld.select(same, ir.Constant(lt.I64, w), way)
+        found = bld.or_(found, same)
+    bld.store(bld.mul(way, ir.Constant(lt.I64, kept.trips)), way_at, align=8)
+    bld.store(bld.select(found, filled, bld.add(filled, ir.Constant(lt.I64, 1))), filled_at, align=8)
 
 
 def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
