@@ -81,6 +81,9 @@ class KernelLowering:
         #: Bytes of the memory kept across a thread's programs (`share_memory`): cleared first
         #: and not.
         self._share_bytes = {True: 0, False: 0}
+        #: Whether some dot operand's copies are kept across programs (`operand_cache`): the grid
+        #: then runs its programs in the order that shares them (`_grouped_ids`).
+        self.keeps_operand_copies = False
         #: Code the grid function emits after a share's last program (`at_share_end`), by name.
         self._share_ends: dict[str, Callable[[ir.IRBuilder], None]] = {}
 
@@ -170,7 +173,7 @@ class KernelLowering:
         b.cbranch(b.icmp_signed("<", pid, last), loop, done)
         b.position_at_end(loop)
         if any(isinstance(op, _DOTS) for op in self.module.walk()):
-            if self._share_bytes[True]:             # operand copies kept: see `_grouped_ids`
+            if self.keeps_operand_copies:           # see `_grouped_ids`
                 y, x, z = _grouped_ids(b, pid, ny, nx)
             else:
                 x, y, z = _grouped_ids(b, pid, nx, ny)

@@ -121,6 +121,7 @@ def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multip
     trips = OPERAND_BYTES // tile_bytes // multiple * multiple
     if trips == 0:
         return None
+    kernel.keeps_operand_copies = True
     return KeptTrips(kernel.share_memory(WAYS * trips * tile_bytes, zeroed=False),
                      kernel.share_memory(WAYS * trips * TAG_BYTES, zeroed=True),
                      kernel.share_memory(32, zeroed=True), trips, tile_bytes)
