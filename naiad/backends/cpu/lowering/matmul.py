@@ -81,11 +81,10 @@ def lower_dot(kernel: Any, op: Any) -> None:
             kernel, tiles, a, b, destination, m, n, k_dim, 0, blocks))
         kernel.env[result] = destination
         return
+    unsigned_a = bool(grouped and grouped.unsigned_a)
     b_ = _kept_or(kernel, op, op.b, lambda into: _b_copy(kernel, op.b, group, batch, k_dim, n, into))
-    a = _kept_or(kernel, op, op.a, lambda into: operand_buffer(kernel, op.a, into))
+    a = _kept_or(kernel, op, op.a, lambda into: _a_copy(kernel, op.a, unsigned_a, into))
     c = operand_buffer(kernel, op.c)
-    if grouped and grouped.unsigned_a:
-        a = _moved_up(kernel, a)
     target = destination or kernel.buffer(result.type)
     if target.ptr is not c.ptr:
         kernel.copy(c, target)
@@ -95,6 +94,18 @@ def lower_dot(kernel: Any, op: Any) -> None:
         else:
             _matmul(kernel, a, b_, target, m, n, k_dim, index, grouped)
     kernel.env[result] = target
+
+
+def _a_copy(kernel: Any, a: Any, unsigned: bool, into: Buffer | None) -> Buffer:
+    """A in a buffer (``into`` when given), its bytes moved up by 128 where the product takes
+    them ``unsigned`` (`_moved_up`): in place in ``into`` -- a kept copy's place or a buffer of
+    the dot's own (`_kept_or`), so a kept copy is kept moved up and a program that finds it
+    skips both passes -- else into a buffer of their own, the loaded value's buffer being
+    perhaps another op's too."""
+    copied = operand_buffer(kernel, a, into)
+    if not unsigned:
+        return copied
+    return _moved_up(kernel, copied, copied if into is not None else None)
 
 
 def _b_copy(kernel: Any, b: Any, group: int, batch: int, k_dim: int, n: int, into: Buffer | None) -> Buffer:
@@ -233,13 +244,13 @@ def _multiply_groups(kernel: Any, grouped: GroupedProduct, acc: ir.Value, a: ir.
     return kernel.b.call(fn, [acc, a, b])
 
 
-def _moved_up(kernel: Any, a: Buffer) -> Buffer:
-    """A copy of A (int8) with each byte moved up by 128 (its top bit flipped), as
-    `GroupedProduct.unsigned_a` instructions take it: once per dot, so the micro-kernel
-    broadcasts A's words straight from memory (flipping each word there cost a quarter of an
-    int8 matmul's time)."""
+def _moved_up(kernel: Any, a: Buffer, out: Buffer | None = None) -> Buffer:
+    """A (int8) with each byte moved up by 128 (its top bit flipped), as
+    `GroupedProduct.unsigned_a` instructions take it, in ``out`` (``a`` itself, or a new
+    buffer when None): once per dot, so the micro-kernel broadcasts A's words straight from
+    memory (flipping each word there cost a quarter of an int8 matmul's time)."""
     bld = kernel.b
-    out = kernel.buffer(a.mlir_type)
+    out = out or kernel.buffer(a.mlir_type)
     chunk = lt.vector(lt.I8, 64)
     top = ir.Constant(chunk, [-128] * 64)
 
