@@ -1,8 +1,11 @@
-"""The gallery's matmul under one NAIAD_DOT_GROUP (set by the caller): GFLOP/s per tile, with torch's."""
+"""The gallery's matmul against its peer (numpy fp32, torch bf16, torch._int_mm int8), all in one
+process: GFLOP/s per tile, median of 5 rounds of best-of-2 calls, and the ratio.  Runs the naiad
+tree named by NAIAD_TREE (a checkout or an unpacked `git archive`); BK sets BLOCK_K.
+Usage: NAIAD_TREE=<tree> python group_exp.py DTYPE SIZE TILES (e.g. bf16 2048 64,128)."""
 import os, sys, time, statistics
 sys.path.insert(0, os.environ["NAIAD_TREE"])
 import numpy as np
-sys.path.insert(1, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # bench/
 import naiad
 assert naiad.__file__.startswith(os.environ["NAIAD_TREE"]), naiad.__file__
 import cpu_matmul_parts as parts
