@@ -77,7 +77,7 @@ class Panel:
         def first(slot: Buffer, kept: KeptTrips | None) -> Buffer:
             if kept is None:
                 return slot
-            place = kernel.b.select(kept.keeps(kernel, trip), kept.place(kernel, trip), slot.ptr)
+            place = kernel.b.select(kept.keeps(kernel, trip), kept.place(kernel, kept.slot(kernel, trip)), slot.ptr)
             return Buffer(place, slot.mlir_type)
 
         return first(self.a, self.kept[0]), first(self.b, self.kept[1])
@@ -102,8 +102,7 @@ def panel(kernel: Any, op: Any, k_step: int, destination: Buffer | None) -> Pane
     trip = trip_number(kernel, loop)
     slot = kernel.b.urem(trip, ir.Constant(lt.I32, slots))
     a, b = (kernel.buffer(v.type, copies=slots) for v in (op.a, op.b))
-    kept = tuple(kept_trips(kernel, v, loop, numel(v.type) * lt.byte_size(lt.memory_type(v.type)), slots)
-                 for v in (op.a, op.b))
+    kept = tuple(kept_trips(kernel, v, loop, slots) for v in (op.a, op.b))
     return Panel(a, b, slots, slot, trip, loop, counter, kept)
 
 

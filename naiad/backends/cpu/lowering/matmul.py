@@ -128,8 +128,7 @@ def _kept_or(kernel: Any, op: Any, value: Any, copy: Callable[[Buffer | None], B
     loop = op.parent_op()
     if not isinstance(loop, scf.ForOp) or len(shape_of(value.type)) != 2:
         return copy(None)
-    size = numel(value.type) * lt.byte_size(lt.memory_type(value.type))
-    kept = kept_trips(kernel, value, loop, size, 1)
+    kept = kept_trips(kernel, value, loop, 1)
     if kept is None:
         return copy(None)
     return copy_unless_kept(kernel, kept, value, k_panels.trip_number(kernel, loop), kernel.buffer(value.type), copy)

@@ -33,7 +33,7 @@ from xdsl.dialects import scf
 
 from naiad.backends.cpu.lowering.affine_tiles import AffineTile, affine_tile, separates
 from naiad.backends.cpu.lowering.column_blocks import operand_load
-from naiad.backends.cpu.lowering.tiles import Buffer
+from naiad.backends.cpu.lowering.tiles import Buffer, numel
 from naiad.codegen import llvm_types as lt
 from naiad.passes.effects import Effect, effect_of
 
@@ -88,18 +88,17 @@ class KeptTrips:
         still = kernel.choose(have, active, lambda: ir.Constant(lt.I1, 0), lt.I1)
         return bld.and_(bld.icmp_unsigned("<", trip, ir.Constant(lt.I32, self.trips)), still)
 
-    def place(self, kernel: Any, trip: ir.Value) -> ir.Value:
-        """Trip ``trip``'s copy in this program's way (a pointer), where `_keeping`."""
+    def place(self, kernel: Any, slot: ir.Value) -> ir.Value:
+        """The copy of `slot` ``slot`` (a pointer), where `_keeping`."""
         bld = kernel.b
-        offset = bld.mul(self._slot(kernel, trip), ir.Constant(lt.I64, self.tile_bytes))
-        return bld.inttoptr(bld.add(self.data, offset), lt.PTR)
+        return bld.inttoptr(bld.add(self.data, bld.mul(slot, ir.Constant(lt.I64, self.tile_bytes))), lt.PTR)
 
-    def tag(self, kernel: Any, trip: ir.Value) -> ir.Value:
-        """The address (an i64) of trip ``trip``'s tag in this program's way, where `_keeping`."""
+    def tag(self, kernel: Any, slot: ir.Value) -> ir.Value:
+        """The address (an i64) of `slot` ``slot``'s tag, where `_keeping`."""
         bld = kernel.b
-        return bld.add(self.tags, bld.mul(self._slot(kernel, trip), ir.Constant(lt.I64, TAG_BYTES)))
+        return bld.add(self.tags, bld.mul(slot, ir.Constant(lt.I64, TAG_BYTES)))
 
-    def _slot(self, kernel: Any, trip: ir.Value) -> ir.Value:
+    def slot(self, kernel: Any, trip: ir.Value) -> ir.Value:
         """Trip ``trip``'s number among all ways' (an i64): its way's first, as `_keeping`
         chose it at the program's first trip, plus ``trip``; just ``trip`` without memory."""
         bld = kernel.b
@@ -109,15 +108,16 @@ class KeptTrips:
         return bld.add(first, bld.zext(trip, lt.I64))
 
 
-def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, tile_bytes: int, multiple: int) -> KeptTrips | None:
-    """The kept copies of dot operand ``value`` (a tile of ``tile_bytes``, copied once a trip of
-    ``loop``), as many trips as fit `OPERAND_BYTES` rounded down to a ``multiple``; None where
-    they cannot be kept (see the module's docstring)."""
+def kept_trips(kernel: Any, value: Any, loop: scf.ForOp, multiple: int) -> KeptTrips | None:
+    """The kept copies of dot operand ``value`` (a tile copied once a trip of ``loop``), as many
+    trips as fit `OPERAND_BYTES` rounded down to a ``multiple``; None where they cannot be kept
+    (see the module's docstring)."""
     load = operand_load(kernel, value)
     if load is None or load.parent_op() is not loop or kernel.uses.get(load.results[0]) != (1, False) \
             or kernel.uses.get(value) != (1, False) or not separates(kernel, load) \
             or not _nothing_written_first(kernel.func_op, loop):
         return None
+    tile_bytes = numel(value.type) * lt.byte_size(lt.memory_type(value.type))
     trips = OPERAND_BYTES // tile_bytes // multiple * multiple
     if trips == 0:
         return None
@@ -137,18 +137,13 @@ def copy_unless_kept(kernel: Any, kept: KeptTrips, value: Any, trip: ir.Value, o
     bld = kernel.b
     tile: AffineTile = affine_tile(kernel, operand_load(kernel, value))   # `kept_trips` made sure
     holds = _keeping(kernel, kept, trip, tile)
-    into = Buffer(bld.select(holds, kept.place(kernel, trip), own.ptr), own.mlir_type)
+    slot = kept.slot(kernel, trip)
+    into = Buffer(bld.select(holds, kept.place(kernel, slot), own.ptr), own.mlir_type)
     zero = ir.Constant(lt.I64, 0)
     whole, base, stride = tile.whole, tile.base, tile.stride
-    tag = kept.tag(kernel, trip)
+    tag = kept.tag(kernel, slot)
     tag_base, tag_stride = _field(bld, tag, 0), _field(bld, tag, 8)
-
-    def same() -> ir.Value:
-        first = bld.load(tag_base, typ=lt.I64, align=8)
-        step = bld.load(tag_stride, typ=lt.I64, align=8)
-        return bld.and_(bld.icmp_unsigned("==", first, base), bld.icmp_unsigned("==", step, stride))
-
-    found = kernel.choose(bld.and_(holds, whole), same, lambda: ir.Constant(lt.I1, 0), lt.I1)
+    found = kernel.choose(bld.and_(holds, whole), lambda: _tagged(bld, tag, tile), lambda: ir.Constant(lt.I1, 0), lt.I1)
     with bld.if_then(found):
         bld.store(ir.Constant(lt.I64, 0), _field(bld, kept.state, 8), align=8)
 
@@ -196,14 +191,19 @@ def _choose_way(kernel: Any, kept: KeptTrips, tile: AffineTile) -> None:
     way = bld.urem(filled, ir.Constant(lt.I64, WAYS))
     found = ir.Constant(lt.I1, 0)
     for w in range(WAYS):
-        tag = bld.add(kept.tags, ir.Constant(lt.I64, w * kept.trips * TAG_BYTES))
-        same = bld.and_(bld.icmp_unsigned("==", bld.load(_field(bld, tag, 0), typ=lt.I64, align=8), tile.base),
-                        bld.icmp_unsigned("==", bld.load(_field(bld, tag, 8), typ=lt.I64, align=8), tile.stride))
-        same = bld.and_(bld.and_(same, tile.whole), bld.not_(found))
+        tag = kept.tag(kernel, ir.Constant(lt.I64, w * kept.trips))
+        same = bld.and_(bld.and_(_tagged(bld, tag, tile), tile.whole), bld.not_(found))
         way = bld.select(same, ir.Constant(lt.I64, w), way)
         found = bld.or_(found, same)
     bld.store(bld.mul(way, ir.Constant(lt.I64, kept.trips)), way_at, align=8)
     bld.store(bld.select(found, filled, bld.add(filled, ir.Constant(lt.I64, 1))), filled_at, align=8)
+
+
+def _tagged(bld: ir.IRBuilder, tag: ir.Value, tile: AffineTile) -> ir.Value:
+    """Whether the tag at ``tag`` (an i64 address) names ``tile``: its first address and stride."""
+    first = bld.load(_field(bld, tag, 0), typ=lt.I64, align=8)
+    step = bld.load(_field(bld, tag, 8), typ=lt.I64, align=8)
+    return bld.and_(bld.icmp_unsigned("==", first, tile.base), bld.icmp_unsigned("==", step, tile.stride))
 
 
 def _field(bld: ir.IRBuilder, address: ir.Value, offset: int) -> ir.Value:
