@@ -630,7 +630,29 @@ def _grouped_ids(b: ir.IRBuilder, pid: ir.Value, nx: ir.Value, ny: ir.Value) -> 
     rest = b.urem(p, per_group)
     left = b.sub(ny, first)
     width = b.select(b.icmp_unsigned("<", left, group), left, group)
-    return b.udiv(rest, width), b.add(first, b.urem(rest, width)), z
+    x, y = _in_squares(b, rest, width, nx)
+    return x, b.add(first, y), z
+
+
+def _in_squares(b: ir.IRBuilder, rest: ir.Value, width: ir.Value, nx: ir.Value) -> tuple:
+    """Program ``rest`` of a group of `DOT_GROUP` y columns (``width`` of them, ``nx`` programs
+    each): its (x, y offset).  Squares of `DOT_GROUP` x `DOT_GROUP` programs, one after another
+    along x, each walked in Z order -- bits of ``rest`` taken in turn for y and for x -- so any
+    aligned run of 4^k programs is a square: a thread's share of 16 programs reads 4 panels of
+    each operand, not 8 of one and 2 of the other.  Where the group or the square is not whole
+    (the grid's edges), for each x all of the group's y."""
+    group = ir.Constant(lt.I32, DOT_GROUP)
+    square = ir.Constant(lt.I32, DOT_GROUP * DOT_GROUP)
+    block, index = b.udiv(rest, square), b.urem(rest, square)
+    whole = b.and_(b.icmp_unsigned("==", width, group),
+                   b.icmp_unsigned("<=", b.mul(b.add(block, ir.Constant(lt.I32, 1)), group), nx))
+    in_x, in_y = ir.Constant(lt.I32, 0), ir.Constant(lt.I32, 0)
+    for bit in range(DOT_GROUP.bit_length() - 1):
+        one = ir.Constant(lt.I32, 1 << bit)
+        in_y = b.or_(in_y, b.and_(b.lshr(index, ir.Constant(lt.I32, bit)), one))
+        in_x = b.or_(in_x, b.and_(b.lshr(index, ir.Constant(lt.I32, bit + 1)), one))
+    x = b.select(whole, b.add(b.mul(block, group), in_x), b.udiv(rest, width))
+    return x, b.select(whole, in_y, b.urem(rest, width))
 
 
 def _use_counts(func: Any) -> dict[SSAValue, tuple[int, bool]]:
