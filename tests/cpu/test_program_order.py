@@ -92,3 +92,27 @@ def test_dot_kernels_run_y_columns_in_groups_on_one_thread(monkeypatch):
     assert runs["dot"][24:] == [(0, 8), (0, 9), (1, 8), (1, 9), (2, 8), (2, 9)]
     assert runs["kept copies"][:9] == [(x, 0) for x in range(8)] + [(0, 1)]
     assert runs["kept copies"][24:] == [(8, 0), (9, 0), (8, 1), (9, 1), (8, 2), (9, 2)]
+
+
+def test_dot_kernels_walk_squares_of_programs_on_one_thread(monkeypatch):
+    """Where a group of 8 columns (or rows, with copies kept) is whole, its programs run in
+    squares of 8 x 8, each in Z order: any 16 in a row from a multiple of 16 are 4 x 4, which a
+    thread's share reads 4 panels of each operand for.  The grid's edges keep the group order."""
+    from naiad.runtime.jit import JITFunction
+
+    monkeypatch.setenv("NAIAD_CPU_THREADS", "1")
+    for kind, kernel in (("dot", ids_with_dot), ("kept copies", ids_with_dot_loop)):
+        nx, ny = 19, 10
+        out = np.full(2 * nx * ny, -1, np.int32)
+        _run(JITFunction(kernel.fn), (nx, ny) if kind == "dot" else (ny, nx), out, np.zeros(1, np.int32), kind)
+        order = out[1::2].reshape((ny, nx) if kind == "dot" else (nx, ny))
+        if kind == "kept copies":
+            order = order.T                 # rows and columns trade places: groups of x rows
+        runs = [(x, y) for _, y, x in sorted((order[y, x], y, x) for y in range(ny) for x in range(nx))]
+        for start in range(0, 128, 16):          # the two whole squares, x 0-7 and 8-15
+            share = runs[start:start + 16]
+            assert len({x for x, _ in share}) == 4 and len({y for _, y in share}) == 4, (kind, start, share)
+        assert runs[:4] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        assert sorted(runs[:64]) == [(x, y) for x in range(8) for y in range(8)]
+        assert runs[128:136] == [(16, y) for y in range(8)]           # x 16-18: no whole square
+        assert runs[152:] == [(x, y) for x in range(nx) for y in (8, 9)]
