@@ -1,7 +1,7 @@
 """The order the CPU backend runs a grid's programs in: kernels with ``tl.dot`` take 2-D grids
 in groups of y columns (`naiad.backends.cpu.lowering.kernel.DOT_GROUP`), or of x rows where
 they keep operand copies across programs (`naiad.backends.cpu.lowering.operand_cache`), others
-x-fastest; in all, every program of every grid shape runs exactly once with its own ids, over
+x-fastest, and where a group is whole, in squares of 8 x 8 programs; in all, every program of every grid shape runs exactly once with its own ids, over
 one thread or split across several."""
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ def test_dot_kernels_run_y_columns_in_groups_on_one_thread(monkeypatch):
 
 def test_dot_kernels_walk_squares_of_programs_on_one_thread(monkeypatch):
     """Where a group of 8 columns (or rows, with copies kept) is whole, its programs run in
-    squares of 8 x 8, each in Z order: any 16 in a row from a multiple of 16 are 4 x 4, which a
-    thread's share reads 4 panels of each operand for.  The grid's edges keep the group order."""
+    squares of 8 x 8, each in Z order: any 16 in a row from a multiple of 16 are 4 x 4,
+    which a thread's share reads 4 panels of each operand for.  The grid's edges keep the group
+    order."""
     from naiad.runtime.jit import JITFunction
 
     monkeypatch.setenv("NAIAD_CPU_THREADS", "1")
@@ -113,6 +114,7 @@ def test_dot_kernels_walk_squares_of_programs_on_one_thread(monkeypatch):
             share = runs[start:start + 16]
             assert len({x for x, _ in share}) == 4 and len({y for _, y in share}) == 4, (kind, start, share)
         assert runs[:4] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        assert sorted(runs[64:80]) == [(x, y) for x in range(8, 12) for y in range(4)]
         assert sorted(runs[:64]) == [(x, y) for x in range(8) for y in range(8)]
         assert runs[128:136] == [(16, y) for y in range(8)]           # x 16-18: no whole square
         assert runs[152:] == [(x, y) for x in range(nx) for y in (8, 9)]

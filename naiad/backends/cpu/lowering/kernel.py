@@ -43,7 +43,8 @@ LAUNCH_HEADER = 24
 _CHEAP = (arith.ConstantOp, tt.SplatOp, tt.MakeRangeOp, tt.ExpandDimsOp, tt.ReshapeOp,
           tt.BroadcastOp)
 _MAX_RECOMPUTE = 6
-#: Columns of the grid's y axis run together in a kernel with dots (`_grouped_ids`).
+#: Columns of the grid's y axis run together in a kernel with dots, and the side of the squares
+#: of programs they run in (`_grouped_ids`); a power of two.
 DOT_GROUP = 8
 _DOTS = (tt.DotOp,)
 
@@ -606,7 +607,8 @@ def _loads(kernel: KernelLowering, value: SSAValue) -> list[Any]:
 
 def _grouped_ids(b: ir.IRBuilder, pid: ir.Value, nx: ir.Value, ny: ir.Value) -> tuple:
     """Program ``pid``'s (x, y, z) in a grouped order: within each plane, `DOT_GROUP` columns of
-    y at a time, and for each x all of them.  A kernel with ``tl.dot`` reads a panel of one
+    y at a time, and for each x all of them -- by squares of `DOT_GROUP` x's (`_in_squares`)
+    where the group is whole.  A kernel with ``tl.dot`` reads a panel of one
     operand per x and of the other per y; run x-fastest, every x's panel is read again for each
     y, from memory once the matrix outgrows the caches, while in groups each x's panel serves
     `DOT_GROUP` programs in a row and the group's y panels stay cached (Triton's tutorial does
@@ -621,7 +623,8 @@ def _grouped_ids(b: ir.IRBuilder, pid: ir.Value, nx: ir.Value, ny: ir.Value) -> 
     N's blocks as in Triton's kernels -- whose kept copy saves the most: B is the operand
     copied into the interleaved layout of the bf16 and int8 products.  On a 2-core AMD EPYC
     (AVX-512), 2048^3, against the same kept copies in the other order: int8 32-wide tiles
-    0.41 -> 0.59x torch, fp32 64-wide 1.34 -> 1.38x numpy (docs/PERFORMANCE.md, session 32)."""
+    0.41 -> 0.59x torch, fp32 64-wide 1.34 -> 1.38x numpy (docs/PERFORMANCE.md, session 32).
+    Within a square, the two orders differ only in which operand the first two programs share."""
     group = ir.Constant(lt.I32, DOT_GROUP)
     plane = b.mul(nx, ny)
     z, p = b.udiv(pid, plane), b.urem(pid, plane)
@@ -639,8 +642,13 @@ def _in_squares(b: ir.IRBuilder, rest: ir.Value, width: ir.Value, nx: ir.Value) 
     each): its (x, y offset).  Squares of `DOT_GROUP` x `DOT_GROUP` programs, one after another
     along x, each walked in Z order -- bits of ``rest`` taken in turn for y and for x -- so any
     aligned run of 4^k programs is a square: a thread's share of 16 programs reads 4 panels of
-    each operand, not 8 of one and 2 of the other.  Where the group or the square is not whole
-    (the grid's edges), for each x all of the group's y."""
+    each operand, not 8 of one and 2 of the other, and copies (`operand_cache`) 8 of them, not
+    10.  Where the group or the square is not whole (the grid's edges), for each x all of the
+    group's y.  16 threads of a Xeon with AMX, alternating processes, Naiad / torch, medians of
+    3-5 rounds: bf16 2048^3 tiles 32 / 64 / 128 0.76 / 0.85 / 0.92 -> 0.81 / 0.85 / 0.96, int8
+    tile 64 0.86 -> 0.90 (docs/PERFORMANCE.md, session 35).  Where shares are far larger than
+    a square -- the 2-core EPYC, 512 programs a thread -- it costs 1-4 % (fp32 2048^3 tile 64
+    1.60 -> 1.54x numpy): taken for the many-core machines, whose shares are small."""
     group = ir.Constant(lt.I32, DOT_GROUP)
     square = ir.Constant(lt.I32, DOT_GROUP * DOT_GROUP)
     block, index = b.udiv(rest, square), b.urem(rest, square)

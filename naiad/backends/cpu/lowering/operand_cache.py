@@ -9,9 +9,10 @@ from the third-level cache, in rows a power of two apart that fall into a few ca
 memory the thread keeps across its programs (`KernelLowering.share_memory`), tagged with what
 was copied: the tile's first element's address and row stride, where the load tested whole
 (`affine_tiles`).  A later program whose trip finds its own tile's tag there skips the copy
-and multiplies the one kept, packed and contiguous.  The grid runs the programs that share B
-one after another (`kernel._grouped_ids`), and those that share A 8 programs apart: each
-operand's copies are kept in `WAYS` places, a program's in one of them.
+and multiplies the one kept, packed and contiguous.  The grid runs squares of 8 x 8 programs
+(`kernel._grouped_ids`): 8 panels of rows of A and 8 of columns of B, each read by 8 of the
+square's programs, not one after another: each operand's copies are kept in `WAYS` places, a
+program's in one of them.
 
 Kept only where that is the same as copying again: the load is a dot operand's alone, in an
 `scf.for` that no loop encloses, and nothing the kernel does before the loop ends writes
@@ -46,16 +47,18 @@ OPERAND_BYTES = 1 << 20
 #: Bytes of a trip's tag: the address of the tile's first element and its row stride (i64 each).
 TAG_BYTES = 16
 #: Programs' worth of copies kept an operand, each program's trips in one of them (a way): the
-#: one whose first trip holds the program's first tile, else the next in turn.  The grid runs
-#: 8 programs of a column group for each column (`kernel._grouped_ids`), one after another
-#: sharing B; each of the 8 reads its own rows of A, which the same 8 read again at the next
-#: column -- with 8 ways A's copies are found there too, not only B's.
+#: one whose first trip holds the program's first tile, else the next in turn.  A square of the
+#: grid's order (`kernel._grouped_ids`) reads 8 panels of each operand: with 8 ways each is
+#: copied once a square.  At the grid's edges, where the order is 8 programs of a column group
+#: for each column, B is shared by programs one after another and A by the same 8 at the next
+#: column: found there too.
 WAYS = 8
 #: Programs in a row that found none of their tiles kept, after which a thread's later programs
 #: copy into buffers of their own: where programs share no tiles (a batch of matmuls, each its
 #: own), the copies kept -- a new place every trip, and its tag -- cost 7-8 % of a fp32 one
 #: with 64-wide tiles on the 2-core EPYC (docs/PERFORMANCE.md, session 32).  One more than
-#: `WAYS`: A's copies are found only from the ninth program of a column group on.
+#: `WAYS`: at the grid's edges A's copies are found only from the ninth program of a column
+#: group on.
 IDLE_PROGRAMS = WAYS + 1
 
 
