@@ -245,11 +245,14 @@ def test_a_matmul_on_amx_tiles_keeps_copies():
 @pytest.mark.parametrize("m, n, k, tile", [
     (24 * 32, 5 * 32, 160, 32),          # three column groups of 8 rows: A found in its way
     (10 * 32, 7 * 32, 96, 32),           # a last column group of 2 rows
-    (40 * 16, 3 * 16, 64, 16)])          # five groups: the ways filled again and again
+    (40 * 16, 3 * 16, 64, 16),           # five groups: the ways filled again and again
+    (16 * 16, 17 * 16, 64, 16)])         # whole squares of 8 x 8 programs, then an edge column
 def test_rows_of_a_kept_in_ways_on_one_thread(dtype, m, n, k, tile, monkeypatch):
-    """On one thread the grid runs each group of 8 rows of programs column after column: a
-    program finds its rows of A in the way the program 8 before it filled (`operand_cache.WAYS`)
-    and B in the way of the program just before; each way is filled again by the next group."""
+    """On one thread, where a group of 8 rows of programs is narrower than a square (the grid's
+    edges), the grid runs it column after column: a program finds its rows of A in the way the
+    program 8 before it filled (`operand_cache.WAYS`) and B in the way of the program just
+    before; each way is filled again by the next group.  In a whole square of 8 x 8 programs
+    (`kernel._in_squares`) its 8 rows of A and 8 columns of B fill the 8 ways of each."""
     rng = np.random.default_rng(m + n)
     a, b = _operand(dtype, rng, m, k), _operand(dtype, rng, k, n)
     c = _result(dtype, m, n)

@@ -1,8 +1,9 @@
 """The order the CPU backend runs a grid's programs in: kernels with ``tl.dot`` take 2-D grids
 in groups of y columns (`naiad.backends.cpu.lowering.kernel.DOT_GROUP`), or of x rows where
-they keep operand copies across programs (`naiad.backends.cpu.lowering.operand_cache`), others
-x-fastest, and where a group is whole, in squares of 8 x 8 programs; in all, every program of every grid shape runs exactly once with its own ids, over
-one thread or split across several."""
+they keep operand copies across programs (`naiad.backends.cpu.lowering.operand_cache`), and
+where a group is whole, in squares of 8 x 8 programs; others x-fastest; in all, every program
+of every grid shape runs exactly once with its own ids, over one thread or split across
+several."""
 
 from __future__ import annotations
 
